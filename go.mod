@@ -1,0 +1,5 @@
+module github.com/meshlaunch/meshlaunch
+
+go 1.26.0
+
+require golang.org/x/crypto v0.57.0
