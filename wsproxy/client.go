@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"sync"
@@ -25,6 +26,10 @@ type ClientConfig struct {
 	TLS TLSOptions
 	// Proxy chooses an HTTP proxy; nil reads the environment.
 	Proxy ProxyFunc
+	// DialContext opens the TCP connection to the server or the proxy;
+	// nil uses a net.Dialer. Tests use it to dial from another network
+	// namespace.
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Keepalive configures pings and write deadlines.
 	Keepalive Keepalive
 	// Backoff configures reconnect delays.
@@ -96,7 +101,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	hc, err := newHTTPClient(cfg.URL, cfg.Proxy, tlsCfg)
+	hc, err := newHTTPClient(cfg.URL, cfg.Proxy, tlsCfg, cfg.DialContext)
 	if err != nil {
 		return nil, err
 	}

@@ -63,7 +63,7 @@ func tlsConfig(opts TLSOptions, log *slog.Logger) (*tls.Config, error) {
 // newHTTPClient builds the client for the websocket upgrade of target. The
 // proxy is chosen once for target; a proxy is always used with CONNECT,
 // also for ws://, because forward proxies rarely pass an Upgrade through.
-func newHTTPClient(target *url.URL, proxy ProxyFunc, tlsCfg *tls.Config) (*http.Client, error) {
+func newHTTPClient(target *url.URL, proxy ProxyFunc, tlsCfg *tls.Config, dial dialFunc) (*http.Client, error) {
 	if proxy == nil {
 		proxy = ProxyFromEnvironment()
 	}
@@ -71,7 +71,11 @@ func newHTTPClient(target *url.URL, proxy ProxyFunc, tlsCfg *tls.Config) (*http.
 	if err != nil {
 		return nil, fmt.Errorf("wsproxy: choose proxy: %w", err)
 	}
-	d := &connectDialer{proxy: purl, tls: tlsCfg, dialer: net.Dialer{Timeout: 15 * time.Second, KeepAlive: 15 * time.Second}}
+	if dial == nil {
+		nd := &net.Dialer{Timeout: 15 * time.Second, KeepAlive: 15 * time.Second}
+		dial = nd.DialContext
+	}
+	d := &connectDialer{proxy: purl, tls: tlsCfg, dial: dial}
 	tr := &http.Transport{
 		DialContext:         d.DialContext,
 		TLSClientConfig:     tlsCfg,
@@ -84,16 +88,18 @@ func newHTTPClient(target *url.URL, proxy ProxyFunc, tlsCfg *tls.Config) (*http.
 	return &http.Client{Transport: tr}, nil
 }
 
+type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
 // connectDialer dials directly or through an HTTP(S) proxy with CONNECT.
 type connectDialer struct {
-	proxy  *url.URL // nil: direct
-	tls    *tls.Config
-	dialer net.Dialer
+	proxy *url.URL // nil: direct
+	tls   *tls.Config
+	dial  dialFunc
 }
 
 func (d *connectDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
 	if d.proxy == nil {
-		return d.dialer.DialContext(ctx, network, addr)
+		return d.dial(ctx, network, addr)
 	}
 	c, err := d.dialProxy(ctx, network)
 	if err != nil {
@@ -115,7 +121,7 @@ func (d *connectDialer) dialProxy(ctx context.Context, network string) (net.Conn
 		}
 		host = net.JoinHostPort(d.proxy.Hostname(), port)
 	}
-	c, err := d.dialer.DialContext(ctx, network, host)
+	c, err := d.dial(ctx, network, host)
 	if err != nil {
 		return nil, fmt.Errorf("wsproxy: dial proxy %s: %w", d.proxy.Redacted(), err)
 	}

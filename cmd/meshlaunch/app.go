@@ -97,6 +97,8 @@ func (a *app) command() *cli.Command {
 		Before: a.before,
 		Action: a.rootAction,
 		Commands: []*cli.Command{
+			a.sidecarCommand(),
+			a.statusCommand(),
 			a.tokenCommand(),
 			a.keygenCommand(),
 			a.pubkeyCommand(),

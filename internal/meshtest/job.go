@@ -22,6 +22,12 @@ type JobOptions struct {
 	Keys *identity.Identity
 	MTU  int        // default netstack.DefaultMTU
 	Addr netip.Addr // default JobAddr
+	// Addr6, if set, gives the job an IPv6 address too, so IPv6
+	// destinations leave its stack.
+	Addr6 netip.Addr
+	// Client adjusts the websocket client (a proxy, a CA file, a dialer
+	// into another network namespace).
+	Client func(*wsproxy.ClientConfig)
 }
 
 // Job is the job-shaped peer: a netstack whose traffic goes through the
@@ -57,17 +63,25 @@ func StartJob(tb testing.TB, opt JobOptions) *Job {
 		keys = *opt.Keys
 	}
 	trig := wgdev.NewTrigger(keys.SidecarKey.Public())
-	cli, err := wsproxy.NewClient(wsproxy.ClientConfig{
+	ccfg := wsproxy.ClientConfig{
 		URL: opt.URL, Credential: id.Credential, MTU: opt.MTU,
 		Proxy:     func(*url.URL) (*url.URL, error) { return nil, nil },
 		Keepalive: wsproxy.Keepalive{Interval: fastPing, Timeout: fastTimeout},
 		Backoff:   wsproxy.Backoff{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond},
 		OnConnect: trig.Fire,
-	})
+	}
+	if opt.Client != nil {
+		opt.Client(&ccfg)
+	}
+	cli, err := wsproxy.NewClient(ccfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	st, err := netstack.New(netstack.Config{Addrs: []netip.Addr{opt.Addr}, MTU: opt.MTU})
+	addrs := []netip.Addr{opt.Addr}
+	if opt.Addr6.IsValid() {
+		addrs = append(addrs, opt.Addr6)
+	}
+	st, err := netstack.New(netstack.Config{Addrs: addrs, MTU: opt.MTU})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -1,0 +1,127 @@
+package sidecar
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/meshlaunch/meshlaunch/identity"
+	"github.com/meshlaunch/meshlaunch/meshapi"
+	"github.com/meshlaunch/meshlaunch/netstack"
+	"github.com/meshlaunch/meshlaunch/policy"
+)
+
+// Config of a Sidecar. Zero values take the documented defaults.
+type Config struct {
+	// PathPrefix is prepended to every HTTP path ("/mesh" → /mesh/v1/mesh).
+	PathPrefix string
+	// Secret is the shared secret; keys and the credential derive from it.
+	Secret string
+	// PodIP is the pod's address, which the job takes in the mesh.
+	PodIP netip.Addr
+	// ServiceAddr is the in-tunnel address of DNS and the config API.
+	ServiceAddr netip.Addr
+	// Routes are what the job sends through the mesh.
+	Routes []netip.Prefix
+	// Expose lists pod ports forwarded to the job.
+	Expose []Port
+	// Allow and Deny narrow the egress policy (see package policy).
+	Allow, Deny []policy.Rule
+	// ResolvConf is the pod's resolver file (default /etc/resolv.conf).
+	ResolvConf string
+	// MTU of the tunnel (default netstack.DefaultMTU).
+	MTU int
+	// ShutdownGrace bounds the drain of established flows on shutdown.
+	ShutdownGrace time.Duration
+	// Limits of the egress forwarder; zero fields take netstack's defaults.
+	Limits netstack.ForwarderConfig
+	// MaxIngress caps concurrent ingress connections and UDP sessions.
+	MaxIngress int
+	// Version is reported in status.
+	Version string
+	// Logger receives events; nil discards them.
+	Logger *slog.Logger
+
+	// dial replaces the pod dialer in tests that cannot reach real
+	// destinations other than loopback; the policy still runs first.
+	dial netstack.Dialer
+}
+
+// Port is an exposed pod port.
+type Port struct {
+	Num   uint16
+	Proto string // "tcp" or "udp"
+}
+
+func (p Port) String() string { return fmt.Sprintf("%d/%s", p.Num, p.Proto) }
+
+// ParsePort parses "8080", "8080/tcp" or "53/udp".
+func ParsePort(s string) (Port, error) {
+	num, proto, found := strings.Cut(strings.TrimSpace(s), "/")
+	if !found {
+		proto = "tcp"
+	}
+	n, err := strconv.ParseUint(num, 10, 16)
+	if err != nil || n == 0 {
+		return Port{}, fmt.Errorf("exposed port %q: want PORT[/tcp|/udp] with PORT in 1-65535", s)
+	}
+	if proto != "tcp" && proto != "udp" {
+		return Port{}, fmt.Errorf("exposed port %q: protocol %q is not tcp or udp", s, proto)
+	}
+	return Port{Num: uint16(n), Proto: proto}, nil
+}
+
+const (
+	defaultShutdownGrace = 25 * time.Second // under Kubernetes' default 30 s termination grace
+	defaultMaxIngress    = 4096
+)
+
+// normalize checks c and fills defaults; errors say what to change.
+func (c *Config) normalize() error {
+	var errs []error
+	if _, err := identity.Derive(c.Secret); err != nil {
+		errs = append(errs, fmt.Errorf("secret: %w", err))
+	}
+	c.PodIP = c.PodIP.Unmap()
+	if !c.PodIP.IsValid() || !c.PodIP.Is4() || c.PodIP.IsUnspecified() || c.PodIP.IsLoopback() {
+		errs = append(errs, fmt.Errorf("pod IP %q: need the pod's IPv4 address (--pod-ip, or POD_IP from the downward API)", c.PodIP))
+	}
+	if !c.ServiceAddr.IsValid() {
+		c.ServiceAddr = meshapi.DefaultServiceAddr
+	}
+	if c.ServiceAddr == c.PodIP {
+		errs = append(errs, fmt.Errorf("service address %s must differ from the pod IP", c.ServiceAddr))
+	}
+	if c.MTU == 0 {
+		c.MTU = netstack.DefaultMTU
+	}
+	if c.MTU < 1280 || c.MTU > netstack.DefaultMTU {
+		errs = append(errs, fmt.Errorf("MTU %d out of range 1280-%d", c.MTU, netstack.DefaultMTU))
+	}
+	for _, r := range c.Routes {
+		if r.Addr().Is6() {
+			errs = append(errs, fmt.Errorf("route %s: IPv6 routes are not supported yet", r))
+		}
+	}
+	if c.ResolvConf == "" {
+		c.ResolvConf = "/etc/resolv.conf"
+	}
+	if c.ShutdownGrace <= 0 {
+		c.ShutdownGrace = defaultShutdownGrace
+	}
+	if c.MaxIngress <= 0 {
+		c.MaxIngress = defaultMaxIngress
+	}
+	c.PathPrefix = "/" + strings.Trim(c.PathPrefix, "/")
+	if c.PathPrefix == "/" {
+		c.PathPrefix = ""
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return errors.Join(errs...)
+}

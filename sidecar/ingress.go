@@ -1,0 +1,204 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/meshlaunch/meshlaunch/netstack"
+)
+
+// udpIngressIdle reaps an ingress UDP session after this long without
+// traffic either way.
+const udpIngressIdle = 60 * time.Second
+
+// ingress listens on exposed pod ports and forwards every connection (or
+// UDP session) into the tunnel to the job, with the client's own address
+// as the source the job sees. It owns its listeners and flows.
+type ingress struct {
+	stack *netstack.Stack
+	job   netip.Addr
+	self  netip.Addr // stands in for clients on the pod's loopback
+	max   int
+	log   *slog.Logger
+
+	ctx    context.Context // alive until close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	closers []io.Closer
+
+	flows    atomic.Int64
+	accepted atomic.Uint64
+	refused  atomic.Uint64
+}
+
+func newIngress(st *netstack.Stack, job, self netip.Addr, max int, log *slog.Logger) *ingress {
+	ctx, cancel := context.WithCancel(context.Background()) // alive until stop
+	return &ingress{stack: st, job: job, self: self, max: max, log: log, ctx: ctx, cancel: cancel}
+}
+
+// source is the address the job sees for client c. A client on the pod's
+// loopback (another container, kubectl port-forward) cannot be shown as
+// such: the job's own loopback would answer. It appears as the in-tunnel
+// service address, which routes back through the tunnel.
+func (in *ingress) source(c netip.AddrPort) netip.AddrPort {
+	a := c.Addr().Unmap()
+	if a.IsLoopback() || a.IsUnspecified() {
+		return netip.AddrPortFrom(in.self, c.Port())
+	}
+	return netip.AddrPortFrom(a, c.Port())
+}
+
+// listen opens the pod port p and starts forwarding it.
+func (in *ingress) listen(p Port) error {
+	addr := fmt.Sprintf(":%d", p.Num)
+	if p.Proto == "udp" {
+		pc, err := net.ListenPacket("udp4", addr)
+		if err != nil {
+			return fmt.Errorf("listen udp %s: %w", addr, err)
+		}
+		in.track(pc)
+		in.wg.Go(func() { in.serveUDP(pc, p.Num) })
+		return nil
+	}
+	ln, err := net.Listen("tcp4", addr)
+	if err != nil {
+		return fmt.Errorf("listen tcp %s: %w", addr, err)
+	}
+	in.track(ln)
+	in.wg.Go(func() { in.serveTCP(ln, p.Num) })
+	return nil
+}
+
+func (in *ingress) track(c io.Closer) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.closers = append(in.closers, c)
+}
+
+// close stops accepting; established flows end when their peers close or
+// when the tunnel goes away. It waits only for the accept loops.
+func (in *ingress) close() {
+	in.mu.Lock()
+	cl := in.closers
+	in.closers = nil
+	in.mu.Unlock()
+	for _, c := range cl {
+		c.Close()
+	}
+	in.wg.Wait()
+}
+
+// stop ends every flow and waits for it.
+func (in *ingress) stop() {
+	in.cancel()
+	in.close()
+}
+
+func (in *ingress) active() int { return int(in.flows.Load()) }
+
+// admit reserves a flow slot.
+func (in *ingress) admit() bool {
+	if in.flows.Add(1) > int64(in.max) {
+		in.flows.Add(-1)
+		in.refused.Add(1)
+		return false
+	}
+	in.accepted.Add(1)
+	return true
+}
+
+func (in *ingress) release() { in.flows.Add(-1) }
+
+func (in *ingress) serveTCP(ln net.Listener, port uint16) {
+	var flows sync.WaitGroup
+	defer flows.Wait()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				in.log.Warn("ingress accept failed", "port", port, "err", err)
+			}
+			return
+		}
+		if !in.admit() {
+			abort(c)
+			continue
+		}
+		flows.Go(func() {
+			defer in.release()
+			in.forwardTCP(c, port)
+		})
+	}
+}
+
+// forwardTCP dials the job from the client's address and splices.
+func (in *ingress) forwardTCP(c net.Conn, port uint16) {
+	client, ok := addrPortOf(c.RemoteAddr())
+	if !ok {
+		abort(c)
+		return
+	}
+	src := in.source(client)
+	ctx, cancel := context.WithTimeout(in.ctx, 10*time.Second)
+	up, err := in.stack.DialTCP(ctx, src, netip.AddrPortFrom(in.job, port))
+	cancel()
+	if err != nil {
+		in.log.Debug("ingress dial to the job failed", "client", src, "port", port, "err", err)
+		abort(c) // RST: the client learns at once that the job is not there
+		return
+	}
+	splice(in.ctx, c, up)
+}
+
+// abort closes c with a RST.
+func abort(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	c.Close()
+}
+
+func addrPortOf(a net.Addr) (netip.AddrPort, bool) {
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		return a.AddrPort(), true
+	case *net.UDPAddr:
+		return a.AddrPort(), true
+	}
+	return netip.AddrPort{}, false
+}
+
+// splice copies both ways, half-closing each direction, until both end or
+// ctx does.
+func splice(ctx context.Context, a, b net.Conn) {
+	stop := context.AfterFunc(ctx, func() { a.Close(); b.Close() })
+	defer stop()
+	var wg sync.WaitGroup
+	wg.Go(func() { copyHalf(b, a) })
+	copyHalf(a, b)
+	wg.Wait()
+	a.Close()
+	b.Close()
+}
+
+type closeWriter interface{ CloseWrite() error }
+
+func copyHalf(dst, src net.Conn) {
+	_, err := io.Copy(dst, src)
+	if cw, ok := dst.(closeWriter); ok && err == nil {
+		_ = cw.CloseWrite()
+		return
+	}
+	dst.Close()
+	src.Close()
+}
