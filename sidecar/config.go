@@ -19,8 +19,14 @@ import (
 type Config struct {
 	// PathPrefix is prepended to every HTTP path ("/mesh" → /mesh/v1/mesh).
 	PathPrefix string
-	// Secret is the shared secret; keys and the credential derive from it.
+	// Secret is the shared secret; the websocket credential derives from
+	// it, and so do the WireGuard keys unless PrivateKey is set.
 	Secret string
+	// PrivateKey, if set, is the sidecar's WireGuard key and Peers lists
+	// the peers explicitly (several jobs behind one shadow pod).
+	PrivateKey identity.PrivateKey
+	// Peers are the explicit peers; only with PrivateKey.
+	Peers []Peer
 	// PodIP is the pod's address, which the job takes in the mesh.
 	PodIP netip.Addr
 	// ServiceAddr is the in-tunnel address of DNS and the config API.
@@ -49,6 +55,38 @@ type Config struct {
 	// dial replaces the pod dialer in tests that cannot reach real
 	// destinations other than loopback; the policy still runs first.
 	dial netstack.Dialer
+}
+
+// Peer is an explicitly configured WireGuard peer.
+type Peer struct {
+	PublicKey identity.PublicKey
+	// Addr is the peer's address in the mesh; it may be left unset for a
+	// single peer, which then takes the pod IP.
+	Addr netip.Addr
+}
+
+// ParsePeer parses "PUBKEY[=ADDR]" (the key in base64, as wg(8) prints
+// it: 44 characters ending in "=", so the separator is the 45th).
+func ParsePeer(s string) (Peer, error) {
+	s = strings.TrimSpace(s)
+	const keyLen = 44
+	key, addr := s, ""
+	if len(s) > keyLen && s[keyLen] == '=' {
+		key, addr = s[:keyLen], s[keyLen+1:]
+	}
+	pk, err := identity.ParsePublicKey(key)
+	if err != nil {
+		return Peer{}, fmt.Errorf("peer %q: want PUBKEY[=ADDR] with a base64 WireGuard public key: %w", s, err)
+	}
+	p := Peer{PublicKey: pk}
+	if addr != "" {
+		a, err := netip.ParseAddr(addr)
+		if err != nil {
+			return Peer{}, fmt.Errorf("peer %q: %q is not an IP address", s, addr)
+		}
+		p.Addr = a.Unmap()
+	}
+	return p, nil
 }
 
 // Port is an exposed pod port.
@@ -86,6 +124,7 @@ func (c *Config) normalize() error {
 	if _, err := identity.Derive(c.Secret); err != nil {
 		errs = append(errs, fmt.Errorf("secret: %w", err))
 	}
+	errs = append(errs, c.normalizePeers()...)
 	c.PodIP = c.PodIP.Unmap()
 	if !c.PodIP.IsValid() || !c.PodIP.Is4() || c.PodIP.IsUnspecified() || c.PodIP.IsLoopback() {
 		errs = append(errs, fmt.Errorf("pod IP %q: need the pod's IPv4 address (--pod-ip, or POD_IP from the downward API)", c.PodIP))
@@ -96,6 +135,7 @@ func (c *Config) normalize() error {
 	if c.ServiceAddr == c.PodIP {
 		errs = append(errs, fmt.Errorf("service address %s must differ from the pod IP", c.ServiceAddr))
 	}
+	errs = append(errs, c.checkPeerAddrs()...)
 	if c.MTU == 0 {
 		c.MTU = netstack.DefaultMTU
 	}
@@ -124,4 +164,44 @@ func (c *Config) normalize() error {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return errors.Join(errs...)
+}
+
+// normalizePeers checks explicit-key mode and, for a single peer without
+// an address, gives it the pod IP (filled in by checkPeerAddrs).
+func (c *Config) normalizePeers() []error {
+	if c.PrivateKey.IsZero() {
+		if len(c.Peers) > 0 {
+			return []error{errors.New("peers given without the sidecar's private key (--private-key-file)")}
+		}
+		return nil
+	}
+	if len(c.Peers) == 0 {
+		return []error{errors.New("a private key needs at least one --peer PUBKEY[=ADDR]")}
+	}
+	return nil
+}
+
+// checkPeerAddrs gives a lone peer the pod IP and checks that addresses
+// are set, IPv4 and distinct.
+func (c *Config) checkPeerAddrs() []error {
+	if len(c.Peers) == 1 && !c.Peers[0].Addr.IsValid() {
+		c.Peers[0].Addr = c.PodIP
+	}
+	var errs []error
+	seen := map[netip.Addr]bool{}
+	keys := map[identity.PublicKey]bool{}
+	for _, p := range c.Peers {
+		switch {
+		case !p.Addr.IsValid():
+			errs = append(errs, fmt.Errorf("peer %s: with several peers each needs =ADDR", p.PublicKey))
+		case !p.Addr.Is4() || p.Addr == c.ServiceAddr:
+			errs = append(errs, fmt.Errorf("peer %s: address %s must be IPv4 and not the service address", p.PublicKey, p.Addr))
+		case seen[p.Addr]:
+			errs = append(errs, fmt.Errorf("peer %s: address %s is used twice", p.PublicKey, p.Addr))
+		case keys[p.PublicKey]:
+			errs = append(errs, fmt.Errorf("peer %s is listed twice", p.PublicKey))
+		}
+		seen[p.Addr], keys[p.PublicKey] = true, true
+	}
+	return errs
 }

@@ -35,7 +35,7 @@ func (s *Sidecar) checkFlow(f netstack.Flow) error {
 	if s.draining.Load() {
 		return &netstack.Denied{Reason: reasonDraining}
 	}
-	if f.Src.Addr().Unmap() != s.cfg.PodIP {
+	if _, ok := s.byAddr[f.Src.Addr().Unmap()]; !ok {
 		return &netstack.Denied{Reason: "spoofed_source"}
 	}
 	return asDenied(s.policy.Check(f.Network, f.Dst))

@@ -13,10 +13,9 @@ import (
 // upgrades need it); header and idle timeouts bound slow clients.
 func (s *Sidecar) httpServer() *http.Server {
 	p := s.cfg.PathPrefix
-	auth := wsproxy.NewBearerCredentials(map[string]string{s.id.Credential: "job"})
 	mux := http.NewServeMux()
 	mux.Handle(p+meshapi.MeshPath, s.meshHandler())
-	mux.Handle("GET "+p+meshapi.StatusPath, requireAuth(auth, http.HandlerFunc(s.serveStatus)))
+	mux.Handle("GET "+p+meshapi.StatusPath, requireAuth(s.auth.bearer, http.HandlerFunc(s.serveStatus)))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", s.serveReady)
 	mux.Handle("GET /metrics", s.metricsHandler())

@@ -55,8 +55,15 @@ func (s *Sidecar) logServe(what string, err error) {
 
 func (s *Sidecar) serveConfigAPI(ctx context.Context, ln net.Listener) {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+meshapi.ConfigPath, func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, s.jobConfig())
+	mux.HandleFunc("GET "+meshapi.ConfigPath, func(w http.ResponseWriter, r *http.Request) {
+		// WireGuard's cryptokey routing vouches for the source address:
+		// it is the asking peer's own.
+		ap, err := netip.ParseAddrPort(r.RemoteAddr)
+		if err != nil {
+			http.Error(w, "bad remote address", http.StatusBadRequest)
+			return
+		}
+		writeJSON(w, s.jobConfig(ap.Addr().Unmap()))
 	})
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second}
 	stop := context.AfterFunc(ctx, func() { hs.Close() })
@@ -68,13 +75,13 @@ func (s *Sidecar) serveConfigAPI(ctx context.Context, ln net.Listener) {
 }
 
 // jobConfig is what the launcher needs beyond the URL and the secret.
-func (s *Sidecar) jobConfig() meshapi.JobConfig {
+func (s *Sidecar) jobConfig(peer netip.Addr) meshapi.JobConfig {
 	expose := make([]string, 0, len(s.cfg.Expose))
 	for _, p := range s.cfg.Expose {
 		expose = append(expose, p.String())
 	}
 	return meshapi.JobConfig{
-		Address:     s.cfg.PodIP,
+		Address:     peer,
 		Routes:      s.cfg.Routes,
 		MTU:         s.cfg.MTU,
 		ServiceAddr: s.cfg.ServiceAddr,

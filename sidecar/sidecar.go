@@ -33,6 +33,11 @@ type Sidecar struct {
 	dns     *dnsproxy.Forwarder
 	ingress *ingress
 	started time.Time
+	// peers are the WireGuard peers: the one derived from the secret, or
+	// the explicit ones; byAddr finds a peer by its mesh address.
+	peers  []Peer
+	byAddr map[netip.Addr]Peer
+	auth   *peerAuth
 
 	stopServices context.CancelFunc // ends the in-tunnel services
 
@@ -53,10 +58,11 @@ func New(cfg Config) (*Sidecar, error) {
 	}
 	id, _ := identity.Derive(cfg.Secret) // checked by normalize
 	s := &Sidecar{cfg: cfg, log: cfg.Logger, id: id, resolv: rc, started: time.Now()}
+	s.setPeers()
 	s.policy = policy.New(policy.Config{
 		Allow: cfg.Allow, Deny: cfg.Deny,
 		Self:  []netip.Addr{cfg.PodIP, cfg.ServiceAddr},
-		Peers: []netip.Prefix{netip.PrefixFrom(cfg.PodIP, 32)},
+		Peers: s.peerPrefixes(),
 	})
 	if err := s.build(); err != nil {
 		return nil, err
@@ -74,7 +80,7 @@ func (s *Sidecar) build() error {
 		return fmt.Errorf("sidecar: egress forwarder: %w", err)
 	}
 	srv, err := wsproxy.NewServer(wsproxy.ServerConfig{
-		Auth:   wsproxy.NewBearerCredentials(map[string]string{s.id.Credential: "job"}),
+		Auth:   s.auth,
 		MTU:    s.cfg.MTU,
 		Logger: s.log,
 	})
@@ -82,11 +88,7 @@ func (s *Sidecar) build() error {
 		st.Close()
 		return fmt.Errorf("sidecar: websocket server: %w", err)
 	}
-	dev, err := wgdev.New(st, srv, wgdev.Config{
-		PrivateKey: s.id.SidecarKey,
-		Peers:      []wgdev.Peer{{PublicKey: s.id.PeerKey.Public(), AllowedIPs: []netip.Prefix{netip.PrefixFrom(s.cfg.PodIP, 32)}}},
-		Logger:     s.log,
-	})
+	dev, err := wgdev.New(st, srv, s.deviceConfig())
 	if err != nil {
 		return fmt.Errorf("sidecar: wireguard: %w", err) // wgdev closed the stack
 	}
@@ -96,7 +98,7 @@ func (s *Sidecar) build() error {
 		return fmt.Errorf("sidecar: dns: %w", err)
 	}
 	s.stack, s.server, s.dev, s.dns = st, srv, dev, dns
-	s.ingress = newIngress(st, s.cfg.PodIP, s.cfg.ServiceAddr, s.cfg.MaxIngress, s.log)
+	s.ingress = newIngress(st, s.ingressTarget(), s.cfg.ServiceAddr, s.cfg.MaxIngress, s.log)
 	return nil
 }
 

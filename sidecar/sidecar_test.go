@@ -352,6 +352,14 @@ func TestBadConfigurationFailsAtStart(t *testing.T) {
 		{"loopback pod IP", func(c *Config) { c.PodIP = netip.MustParseAddr("127.0.0.1") }, "pod IP"},
 		{"MTU too small", func(c *Config) { c.MTU = 500 }, "MTU 500"},
 		{"missing resolv.conf", func(c *Config) { c.ResolvConf = "/nonexistent/resolv.conf" }, "resolv"},
+		{"peers without a key", func(c *Config) { c.Peers = []Peer{{}} }, "private key"},
+		{"key without peers", func(c *Config) { c.PrivateKey, _ = identity.NewPrivateKey() }, "at least one --peer"},
+		{"two peers, no addresses", func(c *Config) {
+			c.PrivateKey, _ = identity.NewPrivateKey()
+			a, _ := identity.NewPrivateKey()
+			b, _ := identity.NewPrivateKey()
+			c.Peers = []Peer{{PublicKey: a.Public()}, {PublicKey: b.Public()}}
+		}, "each needs =ADDR"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -409,3 +417,83 @@ func freePort(t *testing.T) uint16 {
 }
 
 func itoa(p uint16) string { return strconv.Itoa(int(p)) }
+
+func TestExplicitPeers(t *testing.T) {
+	sk, _ := identity.NewPrivateKey()
+	ka, _ := identity.NewPrivateKey()
+	kb, _ := identity.NewPrivateKey()
+	addrA, addrB := netip.MustParseAddr("10.244.9.1"), netip.MustParseAddr("10.244.9.2")
+	port := meshtest.EchoTCP(t)
+	r := startSidecar(t, func(c *Config) {
+		c.PrivateKey = sk
+		c.Peers = []Peer{{PublicKey: ka.Public(), Addr: addrA}, {PublicKey: kb.Public(), Addr: addrB}}
+		c.dial = meshtest.LoopbackDialer()
+	})
+	join := func(k identity.PrivateKey, addr netip.Addr) *meshtest.Job {
+		keys := identity.Identity{SidecarKey: sk, PeerKey: k}
+		opt := *r.meshURL(t)
+		opt.Keys, opt.Addr = &keys, addr
+		opt.Client = func(c *wsproxy.ClientConfig) {
+			c.Header = http.Header{PeerHeader: {k.Public().String()}}
+		}
+		j := meshtest.StartJob(t, opt)
+		j.WaitReady(t, 10*time.Second)
+		return j
+	}
+	a := join(ka, addrA)
+	b := join(kb, addrB)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for name, j := range map[string]*meshtest.Job{"a": a, "b": b} {
+		c, err := j.Stack.DialContext(ctx, "tcp", meshtest.TestAddr(port).String())
+		if err != nil {
+			t.Fatalf("peer %s: %v", name, err)
+		}
+		c.Close()
+	}
+	if st := r.sc.server.Stats(); st.Sessions != 2 || st.Replaced != 0 {
+		t.Fatalf("two peers' sessions: %+v", st)
+	}
+	// Peer-to-peer is denied; the same dial to an allowed place works above.
+	if c, err := a.Stack.DialContext(ctx, "tcp", netip.AddrPortFrom(addrB, 80).String()); err == nil {
+		c.Close()
+		t.Fatal("peer a reached peer b")
+	}
+	if r.sc.stack.Stats().Denied["peer"] == 0 {
+		t.Fatalf("peer-to-peer not counted: %v", r.sc.stack.Stats().Denied)
+	}
+	// The config API tells each peer its own address.
+	hc := http.Client{Transport: &http.Transport{DialContext: b.Stack.DialContext}, Timeout: 10 * time.Second}
+	resp, err := hc.Get("http://" + meshapi.DefaultServiceAddr.String() + meshapi.ConfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var cfg meshapi.JobConfig
+	if err := json.NewDecoder(resp.Body).Decode(&cfg); err != nil || cfg.Address != addrB {
+		t.Fatalf("peer b's config: %+v, %v", cfg, err)
+	}
+}
+
+func TestParsePeer(t *testing.T) {
+	k, _ := identity.NewPrivateKey()
+	pub := k.Public().String()
+	for _, tc := range []struct {
+		in   string
+		addr string
+		bad  bool
+	}{
+		{pub, "", false},
+		{pub + "=10.244.9.1", "10.244.9.1", false},
+		{pub + "=not-an-ip", "", true},
+		{"short=10.0.0.1", "", true},
+	} {
+		p, err := ParsePeer(tc.in)
+		if (err != nil) != tc.bad {
+			t.Fatalf("ParsePeer(%q) = %v", tc.in, err)
+		}
+		if err == nil && (p.PublicKey.String() != pub || (tc.addr != "" && p.Addr.String() != tc.addr)) {
+			t.Fatalf("ParsePeer(%q) = %+v", tc.in, p)
+		}
+	}
+}

@@ -37,11 +37,16 @@ func (s *Sidecar) Status() meshapi.Status {
 	for _, p := range s.server.Peers() {
 		live[p] = true
 	}
+	addr := make(map[string]string, len(s.peers))
+	for _, p := range s.peers {
+		addr[p.PublicKey.String()] = p.Addr.String()
+	}
 	for _, p := range peers {
 		out.Peers = append(out.Peers, meshapi.PeerStatus{
-			PublicKey: p.PublicKey, Address: s.cfg.PodIP.String(),
-			Connected: live["job"], LastHandshake: p.LastHandshake,
-			RxBytes: p.RxBytes, TxBytes: p.TxBytes,
+			PublicKey: p.PublicKey, Address: addr[p.PublicKey],
+			Connected:     live[p.PublicKey] || (!s.auth.explicit && live[derivedPeer]),
+			LastHandshake: p.LastHandshake,
+			RxBytes:       p.RxBytes, TxBytes: p.TxBytes,
 		})
 	}
 	return out

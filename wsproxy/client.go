@@ -20,6 +20,9 @@ type ClientConfig struct {
 	URL *url.URL
 	// Credential is sent as "Authorization: Bearer" on the upgrade.
 	Credential string
+	// Header holds extra request headers for the upgrade (e.g. the
+	// peer's public key when a sidecar serves several peers).
+	Header http.Header
 	// MTU is the inner MTU of the WireGuard device; it sizes the read limit.
 	MTU int
 	// TLS configures server (and https proxy) verification.

@@ -44,7 +44,10 @@ func (c *Client) run(ctx context.Context) {
 func (c *Client) dial(ctx context.Context) (*link, error) {
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	h := http.Header{}
+	h := c.cfg.Header.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
 	h.Set("Authorization", "Bearer "+c.cfg.Credential)
 	ws, resp, err := websocket.Dial(dctx, c.cfg.URL.String(), &websocket.DialOptions{
 		HTTPClient:      c.http,

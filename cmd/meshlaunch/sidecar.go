@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"time"
 
 	"github.com/urfave/cli/v3"
 
+	"github.com/meshlaunch/meshlaunch/identity"
 	"github.com/meshlaunch/meshlaunch/netstack"
 	"github.com/meshlaunch/meshlaunch/policy"
 	"github.com/meshlaunch/meshlaunch/sidecar"
@@ -51,6 +53,8 @@ func sidecarFlags() []cli.Flag {
 		withEnv(&cli.StringFlag{Name: "tls-key", Usage: "PEM private key for --tls-cert"}),
 		withEnv(&cli.StringFlag{Name: "path-prefix", Usage: "prefix of the mesh and status paths, when the Ingress routes a path (e.g. /mesh/pod-a)"}),
 		tokenFileFlag(),
+		withEnv(&cli.StringFlag{Name: "private-key-file", Usage: "the sidecar's WireGuard private key (from 'meshlaunch keygen'), for explicit peers instead of keys derived from the secret"}),
+		withEnv(&cli.StringSliceFlag{Name: "peer", Usage: "explicit peer PUBKEY[=ADDR] (repeat; with --private-key-file; ADDR defaults to the pod IP for a single peer)"}),
 		withEnv(&cli.StringFlag{Name: "pod-ip", Usage: "the pod's IPv4 address, which the job takes (default: $POD_IP from the downward API, else the pod's first global address)"}, "POD_IP"),
 		withEnv(&cli.StringFlag{Name: "service-addr", Value: "169.254.64.1", Usage: "in-tunnel address of DNS and the launcher's config API"}),
 		withEnv(&cli.StringSliceFlag{Name: "route", Usage: "CIDR the job sends through the mesh (repeat; cluster pod and Service ranges; 0.0.0.0/0 for all egress through the pod)"}),
@@ -129,6 +133,13 @@ func sidecarConfig(cmd *cli.Command) (sidecar.Config, error) {
 		p, err := sidecar.ParsePort(s)
 		collect(flagErr("expose", err))
 		cfg.Expose = append(cfg.Expose, p)
+	}
+	cfg.PrivateKey, err = readPrivateKey(cmd.String("private-key-file"))
+	collect(err)
+	for _, spec := range cmd.StringSlice("peer") {
+		p, err := sidecar.ParsePeer(spec)
+		collect(flagErr("peer", err))
+		cfg.Peers = append(cfg.Peers, p)
 	}
 	cfg.Allow, err = policy.ParseRules(cmd.StringSlice("allow"))
 	collect(flagErr("allow", err))
@@ -210,4 +221,20 @@ func listen(addr, certFile, keyFile string) (net.Listener, error) {
 		ln = tls.NewListener(ln, tlsCfg)
 	}
 	return ln, nil
+}
+
+// readPrivateKey reads a base64 WireGuard key from path; "" is no key.
+func readPrivateKey(path string) (identity.PrivateKey, error) {
+	if path == "" {
+		return identity.PrivateKey{}, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return identity.PrivateKey{}, fmt.Errorf("--private-key-file: %w", err)
+	}
+	k, err := identity.ParsePrivateKey(string(b))
+	if err != nil {
+		return identity.PrivateKey{}, fmt.Errorf("--private-key-file %s: %w", path, err)
+	}
+	return k, nil
 }
