@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -14,9 +15,10 @@ var tcpTransport = transport{network: "tcp", exchange: exchangeTCP}
 
 // ServeTCP serves DNS over TCP (2-byte length prefix, several queries per
 // connection, answered concurrently and possibly out of order as RFC 7766
-// allows) on ln until ctx ends or Accept fails. Queries are forwarded over
-// TCP, bounded by MaxInFlight; connections are bounded by MaxTCPConns and
-// closed after TCPIdle without a query.
+// allows) on ln until ctx ends or Accept fails; running out of file
+// descriptors or memory is waited out, not a failure. Queries are forwarded
+// over TCP, bounded by MaxInFlight; connections are bounded by MaxTCPConns
+// and closed after TCPIdle without a query.
 //
 // ServeTCP owns ln and the connections it accepts: it closes them when ctx
 // ends and before it returns. It returns after every goroutine it started has
@@ -36,14 +38,22 @@ func (f *Forwarder) ServeTCP(ctx context.Context, ln net.Listener) error {
 // accept accepts connections and starts a goroutine in wg for each one
 // admitted.
 func (f *Forwarder) accept(ctx context.Context, ln net.Listener, wg *sync.WaitGroup) error {
+	var backoff time.Duration
 	for {
 		c, err := ln.Accept()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("dnsproxy: serve tcp: %w", err)
+			if !isResourceShortage(err) {
+				return fmt.Errorf("dnsproxy: serve tcp: %w", err)
+			}
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			f.log.Debug("dnsproxy: tcp accept, retrying", "err", err, "backoff", backoff)
+			sleep(ctx, backoff)
+			continue
 		}
+		backoff = 0
 		select {
 		case f.conns <- struct{}{}:
 		default:
@@ -56,6 +66,27 @@ func (f *Forwarder) accept(ctx context.Context, ln net.Listener, wg *sync.WaitGr
 			defer func() { <-f.conns }()
 			f.serveConn(ctx, c)
 		})
+	}
+}
+
+// isResourceShortage reports whether an Accept error is a passing shortage
+// (out of file descriptors or memory) that should not stop the server.
+func isResourceShortage(err error) bool {
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// sleep waits for d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }
 
