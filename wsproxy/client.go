@@ -100,11 +100,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	tlsCfg, err := tlsConfig(cfg.TLS, log)
-	if err != nil {
-		return nil, err
-	}
-	hc, err := newHTTPClient(cfg.URL, cfg.Proxy, tlsCfg, cfg.DialContext)
+	hc, err := NewHTTPClient(cfg.URL, HTTPOptions{TLS: cfg.TLS, Proxy: cfg.Proxy, DialContext: cfg.DialContext, Logger: log})
 	if err != nil {
 		return nil, err
 	}

@@ -60,6 +60,31 @@ func tlsConfig(opts TLSOptions, log *slog.Logger) (*tls.Config, error) {
 	return cfg, nil
 }
 
+// HTTPOptions configure NewHTTPClient.
+type HTTPOptions struct {
+	TLS   TLSOptions
+	Proxy ProxyFunc // nil reads the environment
+	// DialContext opens TCP connections; nil uses a net.Dialer.
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+	Logger      *slog.Logger // nil discards
+}
+
+// NewHTTPClient returns an HTTP/1.1 client for websocket upgrades to the
+// server of target (ws:// or wss://), through the proxy the options or
+// the environment choose, with the TLS options applied. The tunnel mode
+// uses it so that it reaches the sidecar exactly as the mesh client does.
+func NewHTTPClient(target *url.URL, opts HTTPOptions) (*http.Client, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	tlsCfg, err := tlsConfig(opts.TLS, log)
+	if err != nil {
+		return nil, err
+	}
+	return newHTTPClient(target, opts.Proxy, tlsCfg, opts.DialContext)
+}
+
 // newHTTPClient builds the client for the websocket upgrade of target. The
 // proxy is chosen once for target; a proxy is always used with CONNECT,
 // also for ws://, because forward proxies rarely pass an Upgrade through.
