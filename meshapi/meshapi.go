@@ -16,12 +16,9 @@ const (
 	MeshPath = "/v1/mesh"
 	// StatusPath serves Status as JSON; it needs the bearer credential.
 	StatusPath = "/v1/status"
-)
-
-// Paths on the in-tunnel service address (plain HTTP on port 80, reachable
-// only through the tunnel).
-const (
-	// ConfigPath serves JobConfig as JSON.
+	// ConfigPath serves JobConfig as JSON, on the listener (with the
+	// bearer credential, so a launcher learns its configuration before
+	// the tunnel exists) and on the in-tunnel service address.
 	ConfigPath = "/v1/config"
 )
 

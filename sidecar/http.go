@@ -16,6 +16,7 @@ func (s *Sidecar) httpServer() *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle(p+meshapi.MeshPath, s.meshHandler())
 	mux.Handle("GET "+p+meshapi.StatusPath, requireAuth(s.auth.bearer, http.HandlerFunc(s.serveStatus)))
+	mux.Handle("GET "+p+meshapi.ConfigPath, requireAuth(s.auth.bearer, http.HandlerFunc(s.serveListenerConfig)))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", s.serveReady)
 	mux.Handle("GET /metrics", s.metricsHandler())

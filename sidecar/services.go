@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/meshlaunch/meshlaunch/identity"
 	"github.com/meshlaunch/meshlaunch/meshapi"
 )
 
@@ -72,6 +73,30 @@ func (s *Sidecar) serveConfigAPI(ctx context.Context, ln net.Listener) {
 	if !errors.Is(err, http.ErrServerClosed) {
 		s.logServe("config-api", err)
 	}
+}
+
+// serveListenerConfig answers a launcher before its tunnel exists. The
+// peer is the derived one, or the explicit peer its header names.
+func (s *Sidecar) serveListenerConfig(w http.ResponseWriter, r *http.Request) {
+	addr := s.peers[0].Addr
+	if s.auth.explicit {
+		pk, err := identity.ParsePublicKey(r.Header.Get(PeerHeader))
+		if err != nil {
+			http.Error(w, "explicit peers: name yours in the "+PeerHeader+" header", http.StatusBadRequest)
+			return
+		}
+		addr = netip.Addr{}
+		for _, p := range s.peers {
+			if p.PublicKey == pk {
+				addr = p.Addr
+			}
+		}
+		if !addr.IsValid() {
+			http.Error(w, "unknown peer", http.StatusForbidden)
+			return
+		}
+	}
+	writeJSON(w, s.jobConfig(addr))
 }
 
 // jobConfig is what the launcher needs beyond the URL and the secret.

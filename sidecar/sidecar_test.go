@@ -269,16 +269,22 @@ func TestStatusNeedsTheCredential(t *testing.T) {
 	if err := json.Unmarshal([]byte(get(t, r.base+meshapi.StatusPath, id.Credential)), &st); err != nil {
 		t.Fatal(err)
 	}
+	var cfg meshapi.JobConfig
+	if err := json.Unmarshal([]byte(get(t, r.base+meshapi.ConfigPath, id.Credential)), &cfg); err != nil || cfg.Address != meshtest.JobAddr {
+		t.Fatalf("config on the listener: %+v %v", cfg, err)
+	}
 	if !st.Ready || st.PodIP != meshtest.JobAddr || len(st.Peers) != 1 || st.Peers[0].LastHandshake.IsZero() || !st.Peers[0].Connected {
 		t.Fatalf("status %+v", st)
 	}
-	resp, err := http.Get(r.base + meshapi.StatusPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized {
-		t.Fatalf("status without credential: %d", resp.StatusCode)
+	for _, path := range []string{meshapi.StatusPath, meshapi.ConfigPath} {
+		resp, err := http.Get(r.base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("%s without credential: %d", path, resp.StatusCode)
+		}
 	}
 }
 
