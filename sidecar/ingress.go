@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meshlaunch/meshlaunch/internal/relay"
 	"github.com/meshlaunch/meshlaunch/netstack"
 )
 
@@ -29,9 +30,10 @@ type ingress struct {
 	max   int
 	log   *slog.Logger
 
-	ctx    context.Context // alive until close
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	ctx      context.Context // alive until stop
+	cancel   context.CancelFunc
+	accepts  sync.WaitGroup // listener loops (a UDP loop owns its sessions)
+	tcpFlows sync.WaitGroup // TCP flows
 
 	mu      sync.Mutex
 	closers []io.Closer
@@ -67,7 +69,7 @@ func (in *ingress) listen(p Port) error {
 			return fmt.Errorf("listen udp %s: %w", addr, err)
 		}
 		in.track(pc)
-		in.wg.Go(func() { in.serveUDP(pc, p.Num) })
+		in.accepts.Go(func() { in.serveUDP(pc, p.Num) })
 		return nil
 	}
 	ln, err := net.Listen("tcp4", addr)
@@ -75,7 +77,7 @@ func (in *ingress) listen(p Port) error {
 		return fmt.Errorf("listen tcp %s: %w", addr, err)
 	}
 	in.track(ln)
-	in.wg.Go(func() { in.serveTCP(ln, p.Num) })
+	in.accepts.Go(func() { in.serveTCP(ln, p.Num) })
 	return nil
 }
 
@@ -85,8 +87,8 @@ func (in *ingress) track(c io.Closer) {
 	in.closers = append(in.closers, c)
 }
 
-// close stops accepting; established flows end when their peers close or
-// when the tunnel goes away. It waits only for the accept loops.
+// close stops accepting; established TCP flows go on until their peers
+// close them or stop ends them. UDP sessions end with their listener.
 func (in *ingress) close() {
 	in.mu.Lock()
 	cl := in.closers
@@ -95,13 +97,14 @@ func (in *ingress) close() {
 	for _, c := range cl {
 		c.Close()
 	}
-	in.wg.Wait()
+	in.accepts.Wait()
 }
 
 // stop ends every flow and waits for it.
 func (in *ingress) stop() {
 	in.cancel()
 	in.close()
+	in.tcpFlows.Wait()
 }
 
 func (in *ingress) active() int { return int(in.flows.Load()) }
@@ -120,8 +123,6 @@ func (in *ingress) admit() bool {
 func (in *ingress) release() { in.flows.Add(-1) }
 
 func (in *ingress) serveTCP(ln net.Listener, port uint16) {
-	var flows sync.WaitGroup
-	defer flows.Wait()
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -134,7 +135,7 @@ func (in *ingress) serveTCP(ln net.Listener, port uint16) {
 			abort(c)
 			continue
 		}
-		flows.Go(func() {
+		in.tcpFlows.Go(func() {
 			defer in.release()
 			in.forwardTCP(c, port)
 		})
@@ -157,7 +158,7 @@ func (in *ingress) forwardTCP(c net.Conn, port uint16) {
 		abort(c) // RST: the client learns at once that the job is not there
 		return
 	}
-	splice(in.ctx, c, up)
+	relay.Splice(in.ctx, c, up)
 }
 
 // abort closes c with a RST.
@@ -178,27 +179,15 @@ func addrPortOf(a net.Addr) (netip.AddrPort, bool) {
 	return netip.AddrPort{}, false
 }
 
-// splice copies both ways, half-closing each direction, until both end or
-// ctx does.
-func splice(ctx context.Context, a, b net.Conn) {
-	stop := context.AfterFunc(ctx, func() { a.Close(); b.Close() })
-	defer stop()
-	var wg sync.WaitGroup
-	wg.Go(func() { copyHalf(b, a) })
-	copyHalf(a, b)
-	wg.Wait()
-	a.Close()
-	b.Close()
-}
-
-type closeWriter interface{ CloseWrite() error }
-
-func copyHalf(dst, src net.Conn) {
-	_, err := io.Copy(dst, src)
-	if cw, ok := dst.(closeWriter); ok && err == nil {
-		_ = cw.CloseWrite()
-		return
-	}
-	dst.Close()
-	src.Close()
+// serveUDP forwards datagrams arriving on pc, one session per client.
+func (in *ingress) serveUDP(pc net.PacketConn, port uint16) {
+	relay.ServeUDP(pc, relay.UDPConfig{
+		Dial: func(client netip.AddrPort) (net.Conn, error) {
+			return in.stack.DialUDP(in.source(client), netip.AddrPortFrom(in.job, port))
+		},
+		Idle:    udpIngressIdle,
+		Admit:   in.admit,
+		Release: in.release,
+		Logger:  in.log,
+	})
 }
