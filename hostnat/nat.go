@@ -121,6 +121,17 @@ func (n *NAT) dial(ctx context.Context, f netstack.Flow) (net.Conn, error) {
 	return d.DialContext(ctx, f.Network, dst.String())
 }
 
+// DialJob opens a connection from the host side into the namespace, to
+// dst (the job's address and port), for published ports. The job sees it
+// coming from LoopbackAddr. network is "tcp" or "udp".
+func (n *NAT) DialJob(ctx context.Context, network string, dst netip.AddrPort) (net.Conn, error) {
+	src := netip.AddrPortFrom(LoopbackAddr, 0)
+	if network == "udp" {
+		return n.stack.DialUDP(src, dst)
+	}
+	return n.stack.DialTCP(ctx, src, dst)
+}
+
 // Stats are the forwarders' counters.
 func (n *NAT) Stats() netstack.Stats { return n.stack.Stats() }
 

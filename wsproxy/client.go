@@ -191,6 +191,13 @@ func (c *Client) WaitConnected(ctx context.Context) error {
 	}
 }
 
+// LastError is why the last dial failed, nil after a successful one.
+func (c *Client) LastError() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastErr
+}
+
 // Stats returns the Client's counters.
 func (c *Client) Stats() ClientStats {
 	s := ClientStats{

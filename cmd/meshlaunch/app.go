@@ -67,6 +67,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err == nil {
 		return exitOK
 	}
+	var code exitCode
+	if errors.As(err, &code) {
+		return int(code) // the job's own status; it said what it had to
+	}
 	fmt.Fprintf(stderr, "meshlaunch: %v\n", err)
 	var ue usageError
 	if errors.As(err, &ue) || !a.started {
@@ -98,6 +102,7 @@ func (a *app) command() *cli.Command {
 		Action: a.rootAction,
 		Commands: []*cli.Command{
 			a.sidecarCommand(),
+			a.runCommand(),
 			a.statusCommand(),
 			a.tokenCommand(),
 			a.keygenCommand(),

@@ -10,9 +10,14 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/meshlaunch/meshlaunch/launcher/child"
 )
 
 func main() {
+	// The launcher's namespace child re-executes this binary; it must take
+	// over before anything else runs (flags, signals, goroutines).
+	child.MaybeRun()
 	// SIGINT and SIGTERM cancel ctx so that commands can shut down cleanly.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args, os.Stdin, os.Stdout, os.Stderr)

@@ -1,0 +1,73 @@
+package launcher
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/meshlaunch/meshlaunch/meshapi"
+	"github.com/meshlaunch/meshlaunch/wsproxy"
+)
+
+// errUnauthorized is final: retrying a wrong secret does not help.
+var errUnauthorized = errors.New("the sidecar refused the credential (401): the secret differs from the sidecar's")
+
+// fetchConfig asks the sidecar for the job's configuration, retrying with
+// backoff until ctx ends; a refused credential fails at once.
+func fetchConfig(ctx context.Context, rc RunConfig, cred string) (meshapi.JobConfig, error) {
+	hc, err := wsproxy.NewHTTPClient(rc.Server, rc.HTTP)
+	if err != nil {
+		return meshapi.JobConfig{}, err
+	}
+	u := wsproxy.JoinPath(rc.Server, meshapi.ConfigPath)
+	u.Scheme = strings.Replace(u.Scheme, "ws", "http", 1)
+	delay := 100 * time.Millisecond
+	for {
+		jc, err := getConfig(ctx, hc, u.String(), cred)
+		if err == nil || errors.Is(err, errUnauthorized) {
+			return jc, err
+		}
+		rc.Logger.Warn("sidecar not reachable yet; retrying", "url", u.Redacted(), "in", delay, "err", err)
+		select {
+		case <-ctx.Done():
+			return jc, fmt.Errorf("launcher: get configuration from %s: %w (last error: %w)", u.Redacted(), ctx.Err(), err)
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 5*time.Second)
+	}
+}
+
+func getConfig(ctx context.Context, hc *http.Client, url, cred string) (meshapi.JobConfig, error) {
+	var jc meshapi.JobConfig
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return jc, err
+	}
+	req.Header.Set("Authorization", "Bearer "+cred)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return jc, err
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized:
+		return jc, errUnauthorized
+	case resp.StatusCode != http.StatusOK:
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return jc, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(b)))
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&jc); err != nil {
+		return jc, fmt.Errorf("decode configuration: %w", err)
+	}
+	if !jc.Address.IsValid() || jc.MTU < 1280 {
+		return jc, fmt.Errorf("configuration without an address or with MTU %d", jc.MTU)
+	}
+	return jc, nil
+}

@@ -1,0 +1,195 @@
+package launcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"net/url"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/meshlaunch/meshlaunch/hostnat"
+	"github.com/meshlaunch/meshlaunch/identity"
+	"github.com/meshlaunch/meshlaunch/meshapi"
+	"github.com/meshlaunch/meshlaunch/wsproxy"
+)
+
+// Host network modes.
+const (
+	HostNetworkNAT  = "nat"
+	HostNetworkNone = "none"
+)
+
+// hostTunName is the host-NAT interface inside the namespace.
+const hostTunName = "ml1"
+
+// RunConfig is what `meshlaunch run` needs: the sidecar's URL and the
+// secret; everything else the sidecar tells.
+type RunConfig struct {
+	Server *url.URL // ws:// or wss:// with the sidecar's path prefix
+	Secret string
+	// Routes are added to the sidecar's.
+	Routes []netip.Prefix
+	// Publish forwards host ports into the job.
+	Publish []Publish
+	// HostNetwork is HostNetworkNAT (default) or HostNetworkNone.
+	HostNetwork string
+	// HostLoopback lets the job reach the host's 127.0.0.1 at
+	// hostnat.LoopbackAddr.
+	HostLoopback bool
+	// HTTP configures TLS, proxies and dialing towards the sidecar.
+	HTTP wsproxy.HTTPOptions
+	// Wait bounds the wait for the configuration and the tunnel before the
+	// job starts (default 60s).
+	Wait time.Duration
+	// KillGrace, Env, Dir and the streams are as in Config.
+	KillGrace             time.Duration
+	Env                   []string
+	Dir                   string
+	Stdin, Stdout, Stderr *os.File
+	ForwardSignals        bool
+	Logger                *slog.Logger
+}
+
+func (rc *RunConfig) defaults() error {
+	if rc.Server == nil {
+		return errors.New("launcher: no server URL")
+	}
+	if rc.Wait <= 0 {
+		rc.Wait = 60 * time.Second
+	}
+	if rc.HostNetwork == "" {
+		rc.HostNetwork = HostNetworkNAT
+	}
+	if rc.HostNetwork != HostNetworkNAT && rc.HostNetwork != HostNetworkNone {
+		return fmt.Errorf("launcher: host network %q: want nat or none", rc.HostNetwork)
+	}
+	if len(rc.Publish) > 0 && rc.HostNetwork != HostNetworkNAT {
+		return errors.New("launcher: --publish needs --host-network nat (published ports enter through it)")
+	}
+	if rc.Logger == nil {
+		rc.Logger = slog.New(slog.DiscardHandler)
+	}
+	rc.HTTP.Logger = rc.Logger
+	return nil
+}
+
+// Run joins the job to the mesh and runs argv: it fetches the
+// configuration, builds the namespaces, brings the tunnel up, starts the
+// job, and returns its exit code once it and everything it started are
+// gone. Errors before the job starts are returned with code -1.
+func Run(ctx context.Context, rc RunConfig, argv []string) (int, error) {
+	if err := rc.defaults(); err != nil {
+		return -1, err
+	}
+	id, err := identity.Derive(rc.Secret)
+	if err != nil {
+		return -1, fmt.Errorf("launcher: %w", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, rc.Wait)
+	defer cancel()
+	jc, err := fetchConfig(wctx, rc, id.Credential)
+	if err != nil {
+		return -1, err
+	}
+	rc.Logger.Debug("configuration", "address", jc.Address, "routes", jc.Routes, "mtu", jc.MTU)
+	s, err := start(ctx, wctx, rc, id, jc, argv)
+	if err != nil {
+		return -1, err
+	}
+	defer s.close()
+	if err := s.job.Go(ctx); err != nil {
+		return -1, err
+	}
+	return s.job.Wait()
+}
+
+// session is everything a running job holds.
+type session struct {
+	job  *Job
+	mesh *mesh
+	nat  *hostnat.NAT
+	pubs *publisher
+}
+
+func (s *session) close() {
+	s.job.Close()
+	if s.pubs != nil {
+		s.pubs.close()
+	}
+	if s.nat != nil {
+		s.nat.Close()
+	}
+	if s.mesh != nil {
+		s.mesh.close()
+	}
+}
+
+// start builds the namespaces and the tunnel; the job waits for Go.
+func start(ctx, wctx context.Context, rc RunConfig, id identity.Identity, jc meshapi.JobConfig, argv []string) (*session, error) {
+	cfg := namespaceConfig(rc, jc)
+	job, err := Start(ctx, cfg, argv)
+	if err != nil {
+		return nil, err
+	}
+	s := &session{job: job}
+	if err := s.attach(wctx, rc, id, jc); err != nil {
+		s.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *session) attach(wctx context.Context, rc RunConfig, id identity.Identity, jc meshapi.JobConfig) error {
+	t, err := newFileTUN(s.job.TUN(), s.job.TunName(), jc.MTU)
+	if err != nil {
+		return err
+	}
+	if s.mesh, err = startMesh(rc, id, t, jc.MTU); err != nil {
+		return err
+	}
+	if f := s.job.HostTUN(); f != nil {
+		ht, err := newFileTUN(f, hostTunName, jc.MTU)
+		if err != nil {
+			return err
+		}
+		if s.nat, err = hostnat.Start(hostnat.Config{TUN: ht, AllowLoopback: rc.HostLoopback, Logger: rc.Logger}); err != nil {
+			ht.Close()
+			return err
+		}
+		if s.pubs, err = publish(rc.Publish, s.nat, jc.Address, rc.Logger); err != nil {
+			return err
+		}
+	}
+	return s.mesh.waitReady(wctx)
+}
+
+// namespaceConfig turns the sidecar's configuration into the namespace's.
+func namespaceConfig(rc RunConfig, jc meshapi.JobConfig) Config {
+	routes := slices.Concat(jc.Routes, rc.Routes)
+	cfg := Config{
+		Addr:        jc.Address,
+		MTU:         jc.MTU,
+		Routes:      routes,
+		ServiceAddr: jc.ServiceAddr,
+		DNS: DNS{
+			Nameservers: []netip.Addr{jc.DNS.Nameserver},
+			Search:      jc.DNS.Search,
+			Ndots:       jc.DNS.Ndots,
+			Options:     jc.DNS.Options,
+		},
+		Env: rc.Env, Dir: rc.Dir,
+		Stdin: rc.Stdin, Stdout: rc.Stdout, Stderr: rc.Stderr,
+		ForwardSignals: rc.ForwardSignals,
+		KillGrace:      rc.KillGrace,
+		Logger:         rc.Logger,
+	}
+	if rc.HostNetwork == HostNetworkNAT {
+		cfg.HostTun = hostTunName
+		cfg.HostRoutes = []netip.Prefix{netip.PrefixFrom(hostnat.LoopbackAddr, 32)}
+	}
+	return cfg
+}
