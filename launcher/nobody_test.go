@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/meshlaunch/meshlaunch/internal/tundev"
 )
 
 // The namespace tests are only meaningful for an unprivileged user. CI runs
@@ -21,7 +23,6 @@ import (
 const (
 	nobodyEnv = "MESHLAUNCH_TEST_AS_NOBODY"
 	nobodyUID = 65534
-	tunDevice = "/dev/net/tun"
 )
 
 // tunMode says what a test needs of /dev/net/tun's mode.
@@ -47,13 +48,20 @@ func asNobody(t *testing.T, mode tunMode) bool {
 	if err != nil {
 		t.Skip("needs setpriv (util-linux) to run the launcher as user nobody")
 	}
-	setTunMode(t, mode)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("needs unshare (util-linux) to give the test its own /dev/net/tun mode")
+	}
 	bin := binaryCopy(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
+	perm := os.FileMode(0o666)
+	if mode == tunClosed {
+		perm = 0o600
+	}
+	argv := tundev.Wrap(t.TempDir(), perm, setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
 		"--inh-caps=-all", "--bounding-set=-all",
 		bin, "-test.run", runPattern(t.Name()), "-test.v", "-test.count=1")
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = filepath.Dir(bin)
 	cmd.Env = append(os.Environ(), nobodyEnv+"=1", "TMPDIR=/tmp", "HOME=/tmp")
 	if os.Getenv("GORACE") == "" {
@@ -79,27 +87,6 @@ func runPattern(name string) string {
 		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
 	}
 	return strings.Join(parts, "/")
-}
-
-// setTunMode sets /dev/net/tun's mode for the test and restores it after.
-func setTunMode(t *testing.T, mode tunMode) {
-	fi, err := os.Stat(tunDevice)
-	if err != nil {
-		t.Skipf("no %s: %v", tunDevice, err)
-	}
-	want := os.FileMode(0o666)
-	if mode == tunClosed {
-		want = 0o600
-	}
-	orig := fi.Mode().Perm()
-	if err := os.Chmod(tunDevice, want); err != nil {
-		t.Fatalf("chmod %s: %v", tunDevice, err)
-	}
-	t.Cleanup(func() {
-		if err := os.Chmod(tunDevice, orig); err != nil {
-			t.Errorf("restore mode of %s: %v", tunDevice, err)
-		}
-	})
 }
 
 var binCopy struct {

@@ -104,6 +104,7 @@ func (a *app) command() *cli.Command {
 			a.sidecarCommand(),
 			a.runCommand(),
 			a.statusCommand(),
+			a.doctorCommand(),
 			a.tokenCommand(),
 			a.keygenCommand(),
 			a.pubkeyCommand(),
