@@ -32,6 +32,10 @@ func fetchConfig(ctx context.Context, rc RunConfig, cred string) (meshapi.JobCon
 		if err == nil || errors.Is(err, errUnauthorized) {
 			return jc, err
 		}
+		var pe *wsproxy.ProxyError
+		if errors.As(err, &pe) && pe.AuthRequired() {
+			return jc, fmt.Errorf("launcher: %w (check the credentials in HTTPS_PROXY)", pe)
+		}
 		rc.Logger.Warn("sidecar not reachable yet; retrying", "url", u.Redacted(), "in", delay, "err", err)
 		select {
 		case <-ctx.Done():

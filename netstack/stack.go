@@ -103,7 +103,13 @@ func New(cfg Config) (*Stack, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.ip = stack.New(stack.Options{
-		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, ipv6.NewProtocol},
+		// Loopback destinations arriving from the tunnel are let in so the
+		// forwarders' policy sees, refuses and counts them; gVisor would
+		// otherwise drop them silently and the job would hang in connect.
+		NetworkProtocols: []stack.NetworkProtocolFactory{
+			ipv4.NewProtocolWithOptions(ipv4.Options{AllowExternalLoopbackTraffic: true}),
+			ipv6.NewProtocolWithOptions(ipv6.Options{AllowExternalLoopbackTraffic: true}),
+		},
 		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol, icmp.NewProtocol4, icmp.NewProtocol6},
 		// HandleLocal stays off: with a promiscuous NIC gVisor would take
 		// every packet's source for one of its own and drop it as a martian.

@@ -87,14 +87,19 @@ func uapiConfig(cfg Config) (string, error) {
 	return b.String(), nil
 }
 
-// Handshake starts a handshake with peer now (unless one was sent in the
-// last few seconds). Call it when the carrier reconnects, so a restarted
-// sidecar learns the session at once instead of after WireGuard's timers.
+// Handshake starts a new handshake with peer now. Call it when the
+// carrier reconnects, so a restarted sidecar learns the session at once
+// instead of after WireGuard's timers.
+//
+// The current keys are expired first: a restarted sidecar no longer has
+// them, and wireguard-go would otherwise skip an initiation sent within
+// 5 s of the last one and keep sending data nobody can decrypt for ~15 s.
 func (d *Device) Handshake(peer identity.PublicKey) error {
 	p := d.dev.LookupPeer(device.NoisePublicKey(peer))
 	if p == nil {
 		return fmt.Errorf("wgdev: handshake: no peer %s", peer)
 	}
+	p.ExpireCurrentKeypairs()
 	if err := p.SendHandshakeInitiation(false); err != nil {
 		return fmt.Errorf("wgdev: handshake with %s: %w", peer, err)
 	}

@@ -115,6 +115,24 @@ func newHTTPClient(target *url.URL, proxy ProxyFunc, tlsCfg *tls.Config, dial di
 
 type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 
+// ProxyError is an HTTP proxy's refusal of a CONNECT.
+type ProxyError struct {
+	Proxy  string // the proxy URL, password redacted
+	Target string
+	Status int
+	Text   string
+}
+
+func (e *ProxyError) Error() string {
+	return fmt.Sprintf("wsproxy: proxy %s refused CONNECT %s: %s", e.Proxy, e.Target, e.Text)
+}
+
+// AuthRequired reports a refusal of the proxy credentials (407, or 401 from
+// proxies that answer so): retrying will not help.
+func (e *ProxyError) AuthRequired() bool {
+	return e.Status == http.StatusProxyAuthRequired || e.Status == http.StatusUnauthorized
+}
+
 // connectDialer dials directly or through an HTTP(S) proxy with CONNECT.
 type connectDialer struct {
 	proxy *url.URL // nil: direct
@@ -193,7 +211,7 @@ func (d *connectDialer) connect(ctx context.Context, c net.Conn, addr string) er
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("wsproxy: proxy %s refused CONNECT %s: %s", d.proxy.Redacted(), addr, resp.Status)
+		return &ProxyError{Proxy: d.proxy.Redacted(), Target: addr, Status: resp.StatusCode, Text: resp.Status}
 	}
 	if br.Buffered() > 0 {
 		return fmt.Errorf("wsproxy: proxy %s sent data before the tunnel was used", d.proxy.Redacted())

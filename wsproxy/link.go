@@ -72,9 +72,12 @@ func (l *link) fail(err error) {
 }
 
 // closeWith ends the link with a close handshake carrying code and reason.
+// The close frame goes out before the link's context ends: ending it first
+// would make the reader drop the connection without a close frame. It may
+// block for the handshake (at most a few seconds).
 func (l *link) closeWith(code websocket.StatusCode, reason string) {
-	l.stop(fmt.Errorf("wsproxy: closed locally: %s", reason))
 	_ = l.c.Close(code, reason)
+	l.stop(fmt.Errorf("wsproxy: closed locally: %s", reason))
 }
 
 // write sends p as one binary message within the write timeout.

@@ -153,13 +153,19 @@ func (s *Server) register(ctx context.Context, peer string, ws *websocket.Conn) 
 	s.nextID++
 	sess := newSession(ctx, &sessionEndpoint{id: s.nextID, peer: peer}, ws, s.cfg, s.limit, &s.drops)
 	old := s.byPeer[peer]
+	if old != nil {
+		delete(s.sessions, old.ep.id) // no more datagrams for it
+	}
 	s.sessions[sess.ep.id] = sess
 	s.byPeer[peer] = sess
 	s.mu.Unlock()
 	s.accepted.Add(1)
 	if old != nil {
 		s.replaced.Add(1)
-		old.link.closeWith(websocket.StatusPolicyViolation, "replaced by a newer session of the same peer")
+		// Asynchronously: the close handshake must not delay the new session.
+		s.wg.Go(func() {
+			old.link.closeWith(websocket.StatusPolicyViolation, "replaced by a newer session of the same peer")
+		})
 	}
 	return sess
 }
@@ -186,7 +192,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	for _, sess := range live {
-		sess.link.closeWith(websocket.StatusGoingAway, "sidecar shutting down")
+		// In parallel: each close handshake may wait on a dead peer.
+		s.wg.Go(func() { sess.link.closeWith(websocket.StatusGoingAway, "sidecar shutting down") })
 	}
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
