@@ -1,0 +1,151 @@
+package nslauncher
+
+import (
+	"cmp"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshlaunch/meshlaunch/integration/nstest"
+	"github.com/meshlaunch/meshlaunch/internal/tundev"
+)
+
+// launch says how to run "meshlaunch run"; the zero value runs it with
+// the cluster's secret, no extra flags and /dev/net/tun at 0666.
+type launch struct {
+	flags   []string      // extra flags of "meshlaunch run"
+	env     []string      // extra environment of the launcher (and so of the job)
+	token   string        // secret file; "" is the cluster's
+	tunMode os.FileMode   // mode of /dev/net/tun the launcher sees; 0 is 0666
+	timeout time.Duration // bounds run; 0 is 60 s
+}
+
+// argv is the launcher's command line in the node namespace: as root, a
+// private /dev/net/tun (tundev.Wrap), then down to nobody with no
+// capabilities, as nstest.ProcOpts{User: "nobody"} does, and meshlaunch.
+// Every wrapper execs the next, so the pid is the launcher's.
+func (c *cluster) argv(t *testing.T, l launch, job []string) []string {
+	t.Helper()
+	argv := append(asNobody(t, l), c.bin, "run", "--server", c.ingress.URL, "--ca-file", c.ingress.CAFile,
+		"--token-file", cmp.Or(l.token, c.token), "--wait", "30s")
+	argv = append(argv, l.flags...)
+	return append(append(argv, "--"), job...)
+}
+
+// asNobody is the prefix of the launcher's command line: /dev/net/tun
+// with l's mode in a private mount namespace (the host's node is never
+// changed, so other test packages may chmod it meanwhile), then
+// setprivNobody.
+func asNobody(t *testing.T, l launch) []string {
+	t.Helper()
+	if _, err := os.Stat(tundev.Path); err != nil {
+		t.Skipf("no %s: %v", tundev.Path, err)
+	}
+	for _, tool := range []string{"unshare", "setpriv"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s (util-linux): %v", tool, err)
+		}
+	}
+	return tundev.Wrap(t.TempDir(), cmp.Or(l.tunMode, 0o666), setprivNobody(t)...)
+}
+
+// setprivNobody drops to nobody with no capabilities at all, as nstest
+// does for ProcOpts.User.
+func setprivNobody(t *testing.T) []string {
+	t.Helper()
+	u, err := user.Lookup(nobody)
+	if err != nil {
+		t.Skipf("no user %s: %v", nobody, err)
+	}
+	if u.Uid != nobodyUID {
+		t.Skipf("user %s has uid %s, want %s", nobody, u.Uid, nobodyUID)
+	}
+	return []string{"setpriv", "--reuid=" + u.Uid, "--regid=" + u.Gid, "--clear-groups",
+		"--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--pdeathsig=KILL", "--"}
+}
+
+// procOpts is the launcher's environment: no proxy unless the test sets
+// one (the test host's must not leak in), no 1 s exit sleep in race-built
+// role jobs, and a HOME nobody can use.
+func (l launch) procOpts() nstest.ProcOpts {
+	env := []string{"HOME=/tmp", "GORACE=atexit_sleep_ms=0"}
+	for _, v := range []string{"HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY"} {
+		env = append(env, v+"=", strings.ToLower(v)+"=")
+	}
+	return nstest.ProcOpts{Env: append(env, l.env...), Timeout: cmp.Or(l.timeout, 60*time.Second)}
+}
+
+// run runs the launcher with job in the node namespace and waits for it.
+func (c *cluster) run(t *testing.T, l launch, job ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	return c.topo.Run(t, c.topo.Node, l.procOpts(), c.argv(t, l, job)...)
+}
+
+// start runs the launcher with job in the node namespace in the
+// background; cleanup stops it.
+func (c *cluster) start(t *testing.T, l launch, job ...string) *nstest.Proc {
+	t.Helper()
+	p := c.topo.Start(t, c.topo.Node, l.procOpts(), c.argv(t, l, job)...)
+	wantLauncherPid(t, p)
+	return p
+}
+
+// wantLauncherPid checks that p's pid is meshlaunch itself, not a wrapper,
+// so that signals sent to p reach the launcher. The exec chain takes a
+// moment; until it ends the pid runs ip, sh or setpriv.
+func wantLauncherPid(t *testing.T, p *nstest.Proc) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.Pid()))
+		if err == nil && strings.HasSuffix(exe, "/meshlaunch") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d runs %q (%v), want meshlaunch\nstderr:\n%s", p.Pid(), exe, err, p.Stderr())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitOutput waits until p's stdout holds every one of want, and fails t
+// if p exits first or timeout passes.
+func waitOutput(t *testing.T, p *nstest.Proc, timeout time.Duration, want ...string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		out := p.Stdout()
+		if containsAll(out, want) {
+			return
+		}
+		select {
+		case <-p.Done():
+			code, _ := p.Wait(time.Second)
+			t.Fatalf("launcher exited (%d) before printing %q\nstdout:\n%s\nstderr:\n%s", code, want, out, p.Stderr())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("launcher printed no %q within %v\nstdout:\n%s\nstderr:\n%s", want, timeout, out, p.Stderr())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
+
+// roleJob is a job that runs nstest role with args from the copy of the
+// test binary; the launcher passes its environment through to the job.
+func (c *cluster) roleJob(role string, args ...string) []string {
+	return append([]string{"env", roleEnv + "=" + role, c.roles}, args...)
+}
