@@ -11,13 +11,14 @@ BIN        := bin/meshlaunch
 VERSION    ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS    := -X main.version=$(VERSION)
 
-.PHONY: all build test check fmt-check tidy-check vet staticcheck static-check tools clean help
+.PHONY: all build test check demo fmt-check tidy-check vet staticcheck static-check tools clean help
 
 all: build
 
 help:
 	@echo "make build   static binary at $(BIN) (CGO_ENABLED=0, version $(VERSION))"
 	@echo "make test    go test -race -count=1 ./..."
+	@echo "make demo    a simulated cluster and a remote job joined to it (root; network namespaces)"
 	@echo "make check   gofmt, go mod tidy, go vet, staticcheck, test, build, static-binary check"
 	@echo "make tools   install staticcheck $(STATICCHECK_VERSION) if missing"
 	@echo "make clean   remove bin/"
@@ -28,6 +29,12 @@ build:
 
 test:
 	$(GO) test -race -count=1 ./...
+
+# A simulated cluster and a remote job joined to it, in network namespaces
+# on this machine (root). Installs the Debian packages it needs if missing.
+demo: build
+	bash .ci/deps
+	bash deploy/demo.sh $(BIN)
 
 # Order matters: cheap static checks first, then tests, then the release build.
 check: fmt-check tidy-check vet staticcheck test static-check
