@@ -16,6 +16,9 @@ import (
 // reasonDraining refuses new egress flows while the sidecar shuts down.
 const reasonDraining = "shutting_down"
 
+// errDraining refuses new tunnel dials while the sidecar shuts down.
+var errDraining = errors.New("sidecar shutting down")
+
 // forwarderConfig is the egress NAT: the job's flows leave from the pod's
 // sockets after the policy allows them.
 func (s *Sidecar) forwarderConfig() netstack.ForwarderConfig {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/meshlaunch/meshlaunch/meshapi"
+	"github.com/meshlaunch/meshlaunch/tunnel"
 	"github.com/meshlaunch/meshlaunch/wsproxy"
 )
 
@@ -15,6 +16,7 @@ func (s *Sidecar) httpServer() *http.Server {
 	p := s.cfg.PathPrefix
 	mux := http.NewServeMux()
 	mux.Handle(p+meshapi.MeshPath, s.meshHandler())
+	mux.Handle(p+tunnel.PathPrefix, s.tunnelHandler())
 	mux.Handle("GET "+p+meshapi.StatusPath, requireAuth(s.auth.bearer, http.HandlerFunc(s.serveStatus)))
 	mux.Handle("GET "+p+meshapi.ConfigPath, requireAuth(s.auth.bearer, http.HandlerFunc(s.serveListenerConfig)))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })

@@ -35,8 +35,8 @@ type ingress struct {
 	accepts  sync.WaitGroup // listener loops (a UDP loop owns its sessions)
 	tcpFlows sync.WaitGroup // TCP flows
 
-	mu      sync.Mutex
-	closers []io.Closer
+	mu    sync.Mutex
+	ports map[Port]*portListener // nil after close
 
 	flows    atomic.Int64
 	accepted atomic.Uint64
@@ -45,7 +45,8 @@ type ingress struct {
 
 func newIngress(st *netstack.Stack, job, self netip.Addr, max int, log *slog.Logger) *ingress {
 	ctx, cancel := context.WithCancel(context.Background()) // alive until stop
-	return &ingress{stack: st, job: job, self: self, max: max, log: log, ctx: ctx, cancel: cancel}
+	return &ingress{stack: st, job: job, self: self, max: max, log: log, ctx: ctx, cancel: cancel,
+		ports: map[Port]*portListener{}}
 }
 
 // source is the address the job sees for client c. A client on the pod's
@@ -60,42 +61,76 @@ func (in *ingress) source(c netip.AddrPort) netip.AddrPort {
 	return netip.AddrPortFrom(a, c.Port())
 }
 
+// portListener is one exposed port's listener and its serving loop.
+type portListener struct {
+	c    io.Closer
+	done chan struct{} // closed when the loop has returned
+}
+
+// errIngressClosed refuses a listen after close.
+var errIngressClosed = errors.New("ingress closed")
+
 // listen opens the pod port p and starts forwarding it.
 func (in *ingress) listen(p Port) error {
 	addr := fmt.Sprintf(":%d", p.Num)
+	var serve func()
+	var c io.Closer
 	if p.Proto == "udp" {
 		pc, err := net.ListenPacket("udp4", addr)
 		if err != nil {
 			return fmt.Errorf("listen udp %s: %w", addr, err)
 		}
-		in.track(pc)
-		in.accepts.Go(func() { in.serveUDP(pc, p.Num) })
-		return nil
+		c, serve = pc, func() { in.serveUDP(pc, p.Num) }
+	} else {
+		ln, err := net.Listen("tcp4", addr)
+		if err != nil {
+			return fmt.Errorf("listen tcp %s: %w", addr, err)
+		}
+		c, serve = ln, func() { in.serveTCP(ln, p.Num) }
 	}
-	ln, err := net.Listen("tcp4", addr)
-	if err != nil {
-		return fmt.Errorf("listen tcp %s: %w", addr, err)
+	pl := &portListener{c: c, done: make(chan struct{})}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.ports == nil {
+		c.Close()
+		return errIngressClosed
 	}
-	in.track(ln)
-	in.accepts.Go(func() { in.serveTCP(ln, p.Num) })
+	in.ports[p] = pl
+	in.accepts.Go(func() {
+		defer close(pl.done)
+		serve()
+	})
 	return nil
 }
 
-func (in *ingress) track(c io.Closer) {
+// claim frees port p for someone else (a tunnel -R registration) and
+// returns the function that takes it back. Established TCP flows of the
+// port go on; its UDP sessions end.
+func (in *ingress) claim(p Port) (func(), error) {
 	in.mu.Lock()
-	defer in.mu.Unlock()
-	in.closers = append(in.closers, c)
+	pl := in.ports[p]
+	delete(in.ports, p)
+	in.mu.Unlock()
+	if pl != nil {
+		pl.c.Close()
+		<-pl.done
+	}
+	return func() {
+		if err := in.listen(p); err != nil && !errors.Is(err, errIngressClosed) {
+			in.log.Warn("ingress: cannot take the port back after a tunnel used it", "port", p, "err", err)
+		}
+	}, nil
 }
 
 // close stops accepting; established TCP flows go on until their peers
 // close them or stop ends them. UDP sessions end with their listener.
 func (in *ingress) close() {
 	in.mu.Lock()
-	cl := in.closers
-	in.closers = nil
+	ports := in.ports
+	in.ports = nil
 	in.mu.Unlock()
-	for _, c := range cl {
-		c.Close()
+	for _, pl := range ports {
+		pl.c.Close()
 	}
 	in.accepts.Wait()
 }

@@ -37,13 +37,17 @@ var (
 	descFlowBytes  = prometheus.NewDesc("meshlaunch_flow_bytes_total", "Payload bytes of forwarded egress flows by direction.", []string{"direction"}, nil)
 	descIngress    = prometheus.NewDesc("meshlaunch_ingress_total", "Ingress connections and UDP sessions by outcome.", []string{"outcome"}, nil)
 	descDNS        = prometheus.NewDesc("meshlaunch_dns_queries_total", "In-tunnel DNS queries by outcome.", []string{"outcome"}, nil)
+	descTunActive  = prometheus.NewDesc("meshlaunch_tunnel_websockets", "Live tunnel-mode websockets.", nil, nil)
+	descTunTotal   = prometheus.NewDesc("meshlaunch_tunnel_total", "Tunnel-mode requests by outcome.", []string{"outcome"}, nil)
+	descTunBytes   = prometheus.NewDesc("meshlaunch_tunnel_bytes_total", "Tunnel-mode stream bytes by direction (closed streams).", []string{"direction"}, nil)
 )
 
 type collector struct{ s *Sidecar }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descReady, descPeers, descHandshake, descPeerBytes, descWSBytes, descSessions,
-		descReplaced, descAuthFail, descQueueDrops, descFlows, descFlowsTotal, descDenied, descFlowBytes, descIngress, descDNS} {
+		descReplaced, descAuthFail, descQueueDrops, descFlows, descFlowsTotal, descDenied, descFlowBytes, descIngress, descDNS,
+		descTunActive, descTunTotal, descTunBytes} {
 		ch <- d
 	}
 }
@@ -94,6 +98,17 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descDNS, d.Failed, "failed")
 	counter(descDNS, d.Dropped, "dropped")
 	counter(descDNS, d.Malformed, "malformed")
+	ts := s.tunnel.Stats()
+	gauge(descTunActive, float64(ts.Active))
+	counter(descTunTotal, ts.Streams, "tcp_stream")
+	counter(descTunTotal, ts.UDPSessions, "udp_session")
+	counter(descTunTotal, ts.Reverse, "reverse")
+	counter(descTunTotal, ts.Denied, "denied")
+	counter(descTunTotal, ts.DialFailures, "dial_failed")
+	counter(descTunTotal, ts.AuthFailures, "auth_failed")
+	counter(descTunTotal, ts.Rejected, "over_limit")
+	counter(descTunBytes, ts.BytesUp, "up")
+	counter(descTunBytes, ts.BytesDown, "down")
 }
 
 func b2f(b bool) float64 {

@@ -16,6 +16,7 @@ import (
 	"github.com/meshlaunch/meshlaunch/identity"
 	"github.com/meshlaunch/meshlaunch/netstack"
 	"github.com/meshlaunch/meshlaunch/policy"
+	"github.com/meshlaunch/meshlaunch/tunnel"
 	"github.com/meshlaunch/meshlaunch/wgdev"
 	"github.com/meshlaunch/meshlaunch/wsproxy"
 )
@@ -31,6 +32,7 @@ type Sidecar struct {
 	server  *wsproxy.Server
 	dev     *wgdev.Device
 	dns     *dnsproxy.Forwarder
+	tunnel  *tunnel.Server
 	ingress *ingress
 	started time.Time
 	// peers are the WireGuard peers: the one derived from the secret, or
@@ -99,6 +101,10 @@ func (s *Sidecar) build() error {
 	}
 	s.stack, s.server, s.dev, s.dns = st, srv, dev, dns
 	s.ingress = newIngress(st, s.ingressTarget(), s.cfg.ServiceAddr, s.cfg.MaxIngress, s.log)
+	if s.tunnel, err = s.newTunnel(); err != nil {
+		dev.Close()
+		return err
+	}
 	return nil
 }
 
@@ -169,6 +175,9 @@ func (s *Sidecar) shutdown(hs *http.Server) {
 	if err := s.server.Shutdown(ctx); err != nil {
 		s.log.Warn("websocket sessions did not close in time", "err", err)
 	}
+	if err := s.tunnel.Shutdown(ctx); err != nil {
+		s.log.Warn("tunnel websockets did not close in time", "err", err)
+	}
 	if err := hs.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		s.log.Warn("http shutdown", "err", err)
 	}
@@ -183,7 +192,7 @@ func (s *Sidecar) drain(grace time.Duration) {
 	deadline := time.Now().Add(grace)
 	for {
 		st := s.stack.Stats()
-		active := st.TCPActive + st.InFlight + s.ingress.active()
+		active := st.TCPActive + st.InFlight + s.ingress.active() + s.tunnel.Stats().Active
 		if active == 0 {
 			return
 		}

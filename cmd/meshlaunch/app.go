@@ -103,6 +103,7 @@ func (a *app) command() *cli.Command {
 		Commands: []*cli.Command{
 			a.sidecarCommand(),
 			a.runCommand(),
+			a.tunnelCommand(),
 			a.statusCommand(),
 			a.doctorCommand(),
 			a.tokenCommand(),

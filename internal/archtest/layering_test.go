@@ -31,6 +31,10 @@ var layerRules = []layerRule{
 	{from: "netstack", forbidden: []string{"sidecar", "launcher", "cmd", "wsproxy"}},
 	{from: "wsproxy", forbidden: []string{"sidecar", "launcher", "cmd", "netstack"}},
 	{from: "identity", forbidden: []string{"sidecar", "launcher", "cmd", "netstack", "wsproxy"}},
+	// The tunnel mode needs no WireGuard and no second TCP stack.
+	{from: "tunnel", forbidden: []string{"sidecar", "launcher", "cmd", "netstack"}},
+	{from: "policy", forbidden: []string{"sidecar", "launcher", "cmd", "netstack", "wsproxy"}},
+	{from: "hostnat", forbidden: []string{"sidecar", "launcher", "cmd"}},
 }
 
 // gvisorHome is the only directory whose packages may import gVisor.
