@@ -2,6 +2,8 @@ package launcher
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshlaunch/meshlaunch/identity"
 	"github.com/meshlaunch/meshlaunch/meshapi"
 	"github.com/meshlaunch/meshlaunch/wsproxy"
 )
@@ -35,6 +38,9 @@ func fetchConfig(ctx context.Context, rc RunConfig, cred string) (meshapi.JobCon
 		var pe *wsproxy.ProxyError
 		if errors.As(err, &pe) && pe.AuthRequired() {
 			return jc, fmt.Errorf("launcher: %w (check the credentials in HTTPS_PROXY)", pe)
+		}
+		if isTLSFailure(err) {
+			return jc, fmt.Errorf("launcher: TLS to %s: %w (pass --ca-file with the CA that signed it; --insecure only for tests)", u.Host, err)
 		}
 		rc.Logger.Warn("sidecar not reachable yet; retrying", "url", u.Redacted(), "in", delay, "err", err)
 		select {
@@ -74,4 +80,40 @@ func getConfig(ctx context.Context, hc *http.Client, url, cred string) (meshapi.
 		return jc, fmt.Errorf("configuration without an address or with MTU %d", jc.MTU)
 	}
 	return jc, nil
+}
+
+// isTLSFailure reports a certificate the client will not trust: retrying
+// does not change it.
+func isTLSFailure(err error) bool {
+	var cve *tls.CertificateVerificationError
+	var ua x509.UnknownAuthorityError
+	var hn x509.HostnameError
+	var ci x509.CertificateInvalidError
+	return errors.As(err, &cve) || errors.As(err, &ua) || errors.As(err, &hn) || errors.As(err, &ci)
+}
+
+// CheckServer asks the sidecar for the configuration once and reports
+// what stands in the way: reachability, the proxy, TLS, the credential.
+func CheckServer(ctx context.Context, rc RunConfig) Finding {
+	f := Finding{Name: "sidecar " + rc.Server.Redacted()}
+	id, err := identity.Derive(rc.Secret)
+	if err != nil {
+		f.Detail = err.Error()
+		return f
+	}
+	hc, err := wsproxy.NewHTTPClient(rc.Server, rc.HTTP)
+	if err != nil {
+		f.Detail = err.Error()
+		return f
+	}
+	u := wsproxy.JoinPath(rc.Server, meshapi.ConfigPath)
+	u.Scheme = strings.Replace(u.Scheme, "ws", "http", 1)
+	jc, err := getConfig(ctx, hc, u.String(), id.Credential)
+	if err != nil {
+		f.Detail = err.Error()
+		return f
+	}
+	f.OK = true
+	f.Detail = fmt.Sprintf("pod IP %s, routes %v, MTU %d", jc.Address, jc.Routes, jc.MTU)
+	return f
 }

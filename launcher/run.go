@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/netip"
 	"net/url"
@@ -51,7 +52,10 @@ type RunConfig struct {
 	Dir                   string
 	Stdin, Stdout, Stderr *os.File
 	ForwardSignals        bool
-	Logger                *slog.Logger
+	// Status, if set, receives one line when the tunnel is up (stderr in
+	// cmd, unless --quiet); the job's own output is never touched.
+	Status io.Writer
+	Logger *slog.Logger
 }
 
 func (rc *RunConfig) defaults() error {
@@ -101,6 +105,10 @@ func Run(ctx context.Context, rc RunConfig, argv []string) (int, error) {
 		return -1, err
 	}
 	defer s.close()
+	if rc.Status != nil {
+		fmt.Fprintf(rc.Status, "meshlaunch: joined %s as %s (routes %v); starting %s\n",
+			rc.Server.Redacted(), jc.Address, namespaceConfig(rc, jc).Routes, argv[0])
+	}
 	if err := s.job.Go(ctx); err != nil {
 		return -1, err
 	}

@@ -265,9 +265,16 @@ func TestStatusNeedsTheCredential(t *testing.T) {
 	r := startSidecar(t, nil)
 	startJob(t, r)
 	id, _ := identity.Derive(meshtest.Secret)
+	// The responder records a handshake when the first packet under the
+	// new keys arrives, shortly after the job saw the response.
 	var st meshapi.Status
-	if err := json.Unmarshal([]byte(get(t, r.base+meshapi.StatusPath, id.Credential)), &st); err != nil {
-		t.Fatal(err)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if err := json.Unmarshal([]byte(get(t, r.base+meshapi.StatusPath, id.Credential)), &st); err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Peers) == 1 && !st.Peers[0].LastHandshake.IsZero() || time.Now().After(deadline) {
+			break
+		}
 	}
 	var cfg meshapi.JobConfig
 	if err := json.Unmarshal([]byte(get(t, r.base+meshapi.ConfigPath, id.Credential)), &cfg); err != nil || cfg.Address != meshtest.JobAddr {

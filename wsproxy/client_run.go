@@ -91,7 +91,11 @@ func (c *Client) dialFailed(ctx context.Context, err error) {
 func (c *Client) linkUp(l *link) {
 	c.cur.Store(l)
 	n := c.connects.Add(1)
-	c.log.Info("websocket connected", "connects", n)
+	if n == 1 {
+		c.log.Debug("websocket connected")
+	} else {
+		c.log.Info("websocket reconnected", "connects", n)
+	}
 	c.mu.Lock()
 	close(c.up)
 	c.lastErr = nil

@@ -42,6 +42,7 @@ HTTPS_PROXY / HTTP_PROXY / NO_PROXY are honoured (with proxy credentials).`,
 			withEnv(&cli.StringFlag{Name: "ca-file", Usage: "PEM bundle trusted for the sidecar and the proxy, for sites whose proxy re-signs TLS"}),
 			withEnv(&cli.BoolFlag{Name: "insecure", Usage: "do not verify the sidecar's certificate (logged loudly; never in production)"}),
 			withEnv(&cli.DurationFlag{Name: "wait", Value: 60 * time.Second, Usage: "give up if the tunnel is not up after this long"}),
+			withEnv(&cli.BoolFlag{Name: "quiet", Usage: "no status line when the tunnel is up (logs still follow --log-level)"}),
 			withEnv(&cli.DurationFlag{Name: "kill-grace", Value: launcher.DefaultKillGrace, Usage: "after SIGTERM/SIGINT, SIGKILL the job if it has not exited within this"}),
 		},
 		Action: a.action(a.runRun),
@@ -60,6 +61,9 @@ func (a *app) runRun(ctx context.Context, cmd *cli.Command) error {
 	rc.Logger = a.log
 	rc.Stdin, rc.Stdout, rc.Stderr = os.Stdin, os.Stdout, os.Stderr
 	rc.ForwardSignals = true
+	if !cmd.Bool("quiet") {
+		rc.Status = a.stderr
+	}
 	// Signals go to the job from here on; the context must not end the
 	// launcher before the job has had its say.
 	code, err := launcher.Run(context.WithoutCancel(ctx), rc, argv)
@@ -72,10 +76,12 @@ func (a *app) runRun(ctx context.Context, cmd *cli.Command) error {
 	return nil
 }
 
-func runConfig(cmd *cli.Command) (launcher.RunConfig, error) {
+// serverConfig reads what every client of a sidecar needs: --server, the
+// secret, --ca-file and --insecure.
+func serverConfig(cmd *cli.Command) (launcher.RunConfig, error) {
 	var rc launcher.RunConfig
 	if cmd.String("server") == "" {
-		return rc, usageErrorf("run: --server is required (the sidecar's ws:// or wss:// URL)")
+		return rc, usageErrorf("%s: --server is required (the sidecar's ws:// or wss:// URL)", cmd.Name)
 	}
 	u, err := wsproxy.ParseServerURL(cmd.String("server"))
 	if err != nil {
@@ -85,14 +91,21 @@ func runConfig(cmd *cli.Command) (launcher.RunConfig, error) {
 	if err != nil {
 		return rc, err
 	}
-	rc = launcher.RunConfig{
+	return launcher.RunConfig{
 		Server: u, Secret: secret,
-		HostNetwork:  cmd.String("host-network"),
-		HostLoopback: cmd.Bool("host-loopback"),
-		HTTP:         wsproxy.HTTPOptions{TLS: wsproxy.TLSOptions{CAFile: cmd.String("ca-file"), Insecure: cmd.Bool("insecure")}},
-		Wait:         cmd.Duration("wait"),
-		KillGrace:    cmd.Duration("kill-grace"),
+		HTTP: wsproxy.HTTPOptions{TLS: wsproxy.TLSOptions{CAFile: cmd.String("ca-file"), Insecure: cmd.Bool("insecure")}},
+	}, nil
+}
+
+func runConfig(cmd *cli.Command) (launcher.RunConfig, error) {
+	rc, err := serverConfig(cmd)
+	if err != nil {
+		return rc, err
 	}
+	rc.HostNetwork = cmd.String("host-network")
+	rc.HostLoopback = cmd.Bool("host-loopback")
+	rc.Wait = cmd.Duration("wait")
+	rc.KillGrace = cmd.Duration("kill-grace")
 	var errs []error
 	rc.Routes, err = parsePrefixes("route", cmd.StringSlice("route"))
 	if err != nil {
