@@ -35,7 +35,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-for tool in ip setpriv unshare nginx dnsmasq curl; do
+for tool in ip setpriv unshare nginx dnsmasq curl openssl; do
 	command -v "$tool" >/dev/null || { echo "demo: $tool is missing (make demo installs it)" >&2; exit 1; }
 done
 [ -x "$BIN" ] || { echo "demo: no binary at $BIN (make build)" >&2; exit 1; }
@@ -81,38 +81,69 @@ say "the shadow pod: meshlaunch sidecar as nobody, no capabilities, no /dev/net/
 chmod 0644 "$DIR/token"
 ns pod setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all \
 	"$BIN" sidecar --listen 10.244.1.5:8080 --token-file "$DIR/token" --pod-ip 10.244.1.5 \
-	--route 10.96.0.0/16 --route 10.244.0.0/16 >"$DIR/sidecar.log" 2>&1 &
+	--route 10.96.0.0/16 --route 10.244.0.0/16 --expose 9000 >"$DIR/sidecar.log" 2>&1 &
 
-say "the Ingress: nginx on 198.18.0.1 proxies websockets to the pod"
+say "the Ingress: nginx on 198.18.0.1 terminates TLS and proxies websockets to the pod"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=mesh.demo \
+	-addext "subjectAltName=IP:198.18.0.1" -keyout "$DIR/tls.key" -out "$DIR/tls.crt" 2>/dev/null
+chmod 0644 "$DIR/tls.crt"
 cat >"$DIR/edge.conf" <<CONF
 daemon off; pid $DIR/edge.pid; error_log $DIR/edge.err; events {}
 http { access_log off; client_body_temp_path $DIR; proxy_temp_path $DIR; fastcgi_temp_path $DIR; uwsgi_temp_path $DIR; scgi_temp_path $DIR;
   map \$http_upgrade \$connection_upgrade { default upgrade; '' close; }
-  server { listen 198.18.0.1:80;
+  server { listen 198.18.0.1:443 ssl; ssl_certificate $DIR/tls.crt; ssl_certificate_key $DIR/tls.key;
     location / { proxy_pass http://10.244.1.5:8080; proxy_http_version 1.1;
       proxy_set_header Upgrade \$http_upgrade; proxy_set_header Connection \$connection_upgrade;
       proxy_read_timeout 60s; proxy_buffering off; } } }
 CONF
 ns edge nginx -c "$DIR/edge.conf" -e "$DIR/edge.err" >/dev/null 2>&1 &
-for _ in $(seq 50); do ns node curl -sf -o /dev/null http://198.18.0.1/readyz && break; sleep 0.1; done
+for _ in $(seq 50); do ns node curl -sf --cacert "$DIR/tls.crt" -o /dev/null https://198.18.0.1/readyz && break; sleep 0.1; done
 
 say "the remote node cannot reach the cluster by itself:"
 ns node curl -s -m 2 http://10.96.0.10/ || echo "   (no route to 10.96.0.10 from the node: as expected)"
 
-say "meshlaunch run on the remote node, as nobody, joins the job to the pod network"
-# /dev/net/tun is 0600 on some machines; the demo gives nobody its own 0666
+say "meshlaunch run on the remote node, as nobody, joins a job to the pod network"
+# The job: reaches the Service by its cluster name, serves port 8080 (nginx
+# as the job's server), and waits until the cluster has reached it.
+cat >"$DIR/job.conf" <<CONF
+daemon off; pid $DIR/jobtmp/job.pid; error_log $DIR/jobtmp/error.log; events {}
+http { access_log off; client_body_temp_path $DIR/jobtmp; proxy_temp_path $DIR/jobtmp; fastcgi_temp_path $DIR/jobtmp; uwsgi_temp_path $DIR/jobtmp; scgi_temp_path $DIR/jobtmp;
+  server { listen 9000; location / { return 200 "hello from the remote job; it sees you as \$remote_addr\n"; } } }
+CONF
+mkdir -p "$DIR/jobtmp" "$DIR/dev"
+chmod 0777 "$DIR/jobtmp" "$DIR"
+cat >"$DIR/job.sh" <<'JOB'
+echo "job: I run as uid $(id -u), with the pod IP $MESHLAUNCH_POD_IP"
+echo "job: curl http://web/ (a cluster name, resolved through the tunnel with the pod's search path):"
+echo -n "     "; curl -s -m 5 http://web/
+nginx -c "$1/job.conf" -e "$1/jobtmp/error.log" &
+echo "job: serving port 9000; waiting for the cluster to call"
+for _ in $(seq 100); do [ -e "$1/called" ] && break; sleep 0.1; done
+echo "job: done, exiting with status 7"
+exit 7
+JOB
+# /dev/net/tun is 0600 on some machines: the demo gives nobody its own 0666
 # node in a private mount namespace instead of changing the machine's.
-JOB='echo "job: uid $(id -u), pod IP ${MESHLAUNCH_POD_IP}"
-echo "job: curl http://web/ (a cluster name, through the in-tunnel DNS and the search path):"
-curl -s -m 5 http://web/
-echo "job: exiting with status 7"; exit 7'
-set +e
 ns node unshare --mount --propagation private sh -c \
-	'mknod "$0/tun" c 10 200 && chmod 0666 "$0/tun" && mount --bind "$0/tun" /dev/net/tun && exec "$@"' "$DIR" \
+	'mount -t tmpfs tundev "$0" && mknod "$0/tun" c 10 200 && chmod 0666 "$0/tun" && mount --bind "$0/tun" /dev/net/tun && exec "$@"' "$DIR/dev" \
 	setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all \
-	"$BIN" run --server ws://198.18.0.1 --token-file "$DIR/token" -- sh -c "$JOB"
+	"$BIN" run --server wss://198.18.0.1 --ca-file "$DIR/tls.crt" --token-file "$DIR/token" -- sh "$DIR/job.sh" "$DIR" &
+RUN=$!
+
+say "a client in the cluster calls the job at the pod IP (10.244.1.5:9000)"
+got=""
+for _ in $(seq 100); do
+	got=$(ns svc curl -s -m 1 http://10.244.1.5:9000/ || true)
+	[ -n "$got" ] && break
+	sleep 0.1
+done
+echo "   cluster client got: ${got:-nothing}"
+touch "$DIR/called"
+set +e
+wait "$RUN"
 code=$?
 set -e
 say "meshlaunch run exited with $code (the job's status)"
-[ "$code" = 7 ] || { echo "demo: expected 7"; cat "$DIR/sidecar.log"; exit 1; }
+[ -n "$got" ] || { echo "demo: FAILED: the cluster could not reach the job"; cat "$DIR/sidecar.log"; exit 1; }
+[ "$code" = 7 ] || { echo "demo: FAILED: expected the job's status 7"; cat "$DIR/sidecar.log"; exit 1; }
 echo "demo: ok"

@@ -35,6 +35,9 @@ type Config struct {
 	Routes []netip.Prefix
 	// Expose lists pod ports forwarded to the job.
 	Expose []Port
+	// ListenPort is the HTTP listener's port, if known; an exposed TCP
+	// port may not be the same.
+	ListenPort uint16
 	// Allow and Deny narrow the egress policy (see package policy).
 	Allow, Deny []policy.Rule
 	// ResolvConf is the pod's resolver file (default /etc/resolv.conf).
@@ -136,6 +139,11 @@ func (c *Config) normalize() error {
 		errs = append(errs, fmt.Errorf("service address %s must differ from the pod IP", c.ServiceAddr))
 	}
 	errs = append(errs, c.checkPeerAddrs()...)
+	for _, p := range c.Expose {
+		if p.Proto == "tcp" && p.Num == c.ListenPort {
+			errs = append(errs, fmt.Errorf("exposed port %s is the HTTP listener's own port (--listen); expose another one", p))
+		}
+	}
 	if c.MTU == 0 {
 		c.MTU = netstack.DefaultMTU
 	}

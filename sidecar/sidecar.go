@@ -126,6 +126,8 @@ func (s *Sidecar) Serve(ctx context.Context, ln net.Listener) error {
 	defer s.dev.Close()
 	if err := s.startServices(); err != nil {
 		ln.Close()
+		s.stopTunnelServices()
+		s.wg.Wait()
 		return err
 	}
 	hs := s.httpServer()

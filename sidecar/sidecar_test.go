@@ -365,6 +365,10 @@ func TestBadConfigurationFailsAtStart(t *testing.T) {
 		{"loopback pod IP", func(c *Config) { c.PodIP = netip.MustParseAddr("127.0.0.1") }, "pod IP"},
 		{"MTU too small", func(c *Config) { c.MTU = 500 }, "MTU 500"},
 		{"missing resolv.conf", func(c *Config) { c.ResolvConf = "/nonexistent/resolv.conf" }, "resolv"},
+		{"exposed port is the listener's", func(c *Config) {
+			c.ListenPort = 8080
+			c.Expose = []Port{{Num: 8080, Proto: "tcp"}}
+		}, "listener's own port"},
 		{"peers without a key", func(c *Config) { c.Peers = []Peer{{}} }, "private key"},
 		{"key without peers", func(c *Config) { c.PrivateKey, _ = identity.NewPrivateKey() }, "at least one --peer"},
 		{"two peers, no addresses", func(c *Config) {

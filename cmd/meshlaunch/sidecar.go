@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/urfave/cli/v3"
@@ -121,6 +122,11 @@ func sidecarConfig(cmd *cli.Command) (sidecar.Config, error) {
 	collect := func(err error) {
 		if err != nil {
 			errs = append(errs, err)
+		}
+	}
+	if _, port, err := net.SplitHostPort(cmd.String("listen")); err == nil {
+		if n, err := strconv.ParseUint(port, 10, 16); err == nil {
+			cfg.ListenPort = uint16(n)
 		}
 	}
 	cfg.PodIP, err = podIP(cmd.String("pod-ip"))
