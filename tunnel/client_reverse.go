@@ -25,7 +25,7 @@ var ErrPortTaken = errors.New("tunnel: another client registered the same pod po
 // a reconnect. It returns an error only for refusals that retrying cannot
 // fix.
 func (c *Client) runReverse(ctx context.Context, f Forward, wg *sync.WaitGroup) error {
-	bo := newBackoff(c.cfg.Backoff)
+	bo := c.cfg.Backoff.Retry()
 	q := url.Values{"port": {strconv.Itoa(int(f.RemotePort))}, "proto": {f.Proto}}
 	for ctx.Err() == nil {
 		ws, err := c.dial(ctx, PathReverse, q)
@@ -36,7 +36,7 @@ func (c *Client) runReverse(ctx context.Context, f Forward, wg *sync.WaitGroup) 
 			if ctx.Err() == nil {
 				c.log.Warn("tunnel: cannot register reverse port; retrying", "port", f.RemotePort, "proto", f.Proto, "err", err)
 			}
-			sleep(ctx, bo.next())
+			bo.Wait(ctx)
 			continue
 		}
 		c.log.Info("tunnel: reverse port registered", "pod_port", f.RemotePort, "proto", f.Proto, "to", f.dst())
@@ -48,9 +48,9 @@ func (c *Client) runReverse(ctx context.Context, f Forward, wg *sync.WaitGroup) 
 		if websocket.CloseStatus(err) == StatusReplaced {
 			return fmt.Errorf("tunnel: -R %v: %w", f, ErrPortTaken)
 		}
-		bo.connected(time.Since(start))
+		bo.Connected(time.Since(start))
 		c.log.Warn("tunnel: reverse control connection lost; reconnecting", "port", f.RemotePort, "err", err)
-		sleep(ctx, bo.next())
+		bo.Wait(ctx)
 	}
 	return nil
 }

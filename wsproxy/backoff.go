@@ -30,27 +30,42 @@ func (b Backoff) withDefaults() Backoff {
 	return b
 }
 
-// backoffState counts consecutive failures. Not safe for concurrent use.
-type backoffState struct {
+// Retry starts counting failed attempts under b (with defaults filled in).
+// Every client that reconnects to a sidecar (the mesh, the tunnel's
+// reverse control) spaces its attempts with one.
+func (b Backoff) Retry() *Retry { return &Retry{cfg: b.withDefaults()} }
+
+// Retry counts consecutive failures. Not safe for concurrent use.
+type Retry struct {
 	cfg      Backoff
 	attempts int
 }
 
-// next is the delay before the next attempt: a uniform draw from [d/2, d]
+// Next is the delay before the next attempt: a uniform draw from [d/2, d]
 // where d doubles per attempt up to Max. The jitter spreads the reconnects
-// of many launchers after a sidecar restart.
-func (s *backoffState) next() time.Duration {
-	d := s.cfg.Initial
-	for i := 0; i < s.attempts && d < s.cfg.Max; i++ {
+// of many clients after a sidecar restart.
+func (r *Retry) Next() time.Duration {
+	d := r.cfg.Initial
+	for i := 0; i < r.attempts && d < r.cfg.Max; i++ {
 		d *= 2
 	}
-	d = min(d, s.cfg.Max)
-	s.attempts++
+	d = min(d, r.cfg.Max)
+	r.attempts++
 	half := d / 2
 	return half + rand.N(d-half+1)
 }
 
-func (s *backoffState) reset() { s.attempts = 0 }
+// Connected resets the delays if the connection that just ended had
+// stayed up for StableAfter.
+func (r *Retry) Connected(up time.Duration) {
+	if up >= r.cfg.StableAfter {
+		r.attempts = 0
+	}
+}
+
+// Wait sleeps for Next() or until ctx ends; it reports whether the delay
+// elapsed.
+func (r *Retry) Wait(ctx context.Context) bool { return sleep(ctx, r.Next()) }
 
 // sleep waits for d or until ctx ends; it reports whether d elapsed.
 func sleep(ctx context.Context, d time.Duration) bool {

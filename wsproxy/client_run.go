@@ -12,12 +12,12 @@ import (
 
 // run keeps a websocket up until ctx ends.
 func (c *Client) run(ctx context.Context) {
-	bo := backoffState{cfg: c.cfg.Backoff}
+	bo := c.cfg.Backoff.Retry()
 	for ctx.Err() == nil {
 		l, err := c.dial(ctx)
 		if err != nil {
 			c.dialFailed(ctx, err)
-			if !sleep(ctx, bo.next()) {
+			if !bo.Wait(ctx) {
 				return
 			}
 			continue
@@ -27,13 +27,11 @@ func (c *Client) run(ctx context.Context) {
 		err = l.serve(c.in, func() rxPacket { return rxPacket{ep: c.ep} })
 		c.linkDown(l)
 		lived := time.Since(started)
-		if lived >= c.cfg.Backoff.StableAfter {
-			bo.reset()
-		}
+		bo.Connected(lived)
 		if ctx.Err() != nil {
 			return
 		}
-		delay := bo.next()
+		delay := bo.Next()
 		c.log.Warn("websocket lost; reconnecting", "after", lived.Round(time.Millisecond), "in", delay.Round(time.Millisecond), "err", err)
 		if !sleep(ctx, delay) {
 			return

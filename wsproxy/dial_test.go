@@ -217,10 +217,10 @@ func TestParseServerURL(t *testing.T) {
 }
 
 func TestBackoffBounds(t *testing.T) {
-	s := backoffState{cfg: Backoff{Initial: 100 * time.Millisecond, Max: time.Second}.withDefaults()}
+	s := Backoff{Initial: 100 * time.Millisecond, Max: time.Second}.Retry()
 	prevMax := time.Duration(0)
 	for i := range 10 {
-		d := s.next()
+		d := s.Next()
 		ceil := min(100*time.Millisecond<<i, time.Second)
 		if d < ceil/2 || d > ceil {
 			t.Fatalf("attempt %d: delay %s outside [%s, %s]", i, d, ceil/2, ceil)
@@ -230,8 +230,8 @@ func TestBackoffBounds(t *testing.T) {
 	if prevMax != time.Second {
 		t.Fatalf("backoff never reached its cap")
 	}
-	s.reset()
-	if d := s.next(); d > 100*time.Millisecond {
+	s.Connected(time.Hour)
+	if d := s.Next(); d > 100*time.Millisecond {
 		t.Fatalf("after reset delay %s, want <= initial", d)
 	}
 }
