@@ -198,7 +198,7 @@ func (s *Server) track() bool {
 // upgrade takes a websocket slot and accepts the upgrade; on failure it
 // has answered the request. release must be called when ws is done.
 func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) (ws *websocket.Conn, release func(), ok bool) {
-	if !offers(r, Subprotocol) {
+	if !wsproxy.OffersSubprotocol(r, Subprotocol) {
 		http.Error(w, "websocket upgrade with subprotocol "+Subprotocol+" required", http.StatusBadRequest)
 		return nil, nil, false
 	}
@@ -220,17 +220,6 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) (ws *websocket.
 		return nil, nil, false
 	}
 	return ws, release, true
-}
-
-func offers(r *http.Request, proto string) bool {
-	for _, h := range r.Header.Values("Sec-WebSocket-Protocol") {
-		for p := range strings.SplitSeq(h, ",") {
-			if strings.TrimSpace(p) == proto {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // Shutdown refuses new requests, closes every websocket (1001), stops the

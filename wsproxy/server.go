@@ -105,7 +105,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, strings.TrimSuffix(unauthorizedBody, "\n"), http.StatusUnauthorized)
 		return
 	}
-	if !offers(r, Subprotocol) {
+	if !OffersSubprotocol(r, Subprotocol) {
 		s.badReqs.Add(1)
 		http.Error(w, "websocket upgrade with subprotocol "+Subprotocol+" required", http.StatusBadRequest)
 		return
@@ -283,7 +283,9 @@ func (s *Server) ParseEndpoint(str string) (conn.Endpoint, error) {
 func (s *Server) SetMark(uint32) error { return nil }
 func (s *Server) BatchSize() int       { return batchSize }
 
-func offers(r *http.Request, proto string) bool {
+// OffersSubprotocol reports whether a websocket upgrade request offers
+// proto; servers refuse, before upgrading, clients that do not speak theirs.
+func OffersSubprotocol(r *http.Request, proto string) bool {
 	for _, h := range r.Header.Values("Sec-WebSocket-Protocol") {
 		for p := range strings.SplitSeq(h, ",") {
 			if strings.TrimSpace(p) == proto {
