@@ -27,8 +27,11 @@ type ingress struct {
 	stack *netstack.Stack
 	job   netip.Addr
 	self  netip.Addr // stands in for clients on the pod's loopback
-	max   int
-	log   *slog.Logger
+	// reachable reports whether a job is connected at all; without one a
+	// client is reset at once instead of waiting out the dial timeout.
+	reachable func() bool
+	max       int
+	log       *slog.Logger
 
 	ctx      context.Context // alive until stop
 	cancel   context.CancelFunc
@@ -185,6 +188,11 @@ func (in *ingress) forwardTCP(c net.Conn, port uint16) {
 		return
 	}
 	src := in.source(client)
+	if in.reachable != nil && !in.reachable() {
+		in.log.Debug("ingress: no job connected", "client", client, "port", port)
+		abort(c)
+		return
+	}
 	ctx, cancel := context.WithTimeout(in.ctx, 10*time.Second)
 	up, err := in.stack.DialTCP(ctx, src, netip.AddrPortFrom(in.job, port))
 	cancel()

@@ -101,6 +101,7 @@ func (s *Sidecar) build() error {
 	}
 	s.stack, s.server, s.dev, s.dns = st, srv, dev, dns
 	s.ingress = newIngress(st, s.ingressTarget(), s.cfg.ServiceAddr, s.cfg.MaxIngress, s.log)
+	s.ingress.reachable = func() bool { return srv.Stats().Sessions > 0 }
 	if s.tunnel, err = s.newTunnel(); err != nil {
 		dev.Close()
 		return err
@@ -169,6 +170,7 @@ func (s *Sidecar) shutdown(hs *http.Server) {
 	s.ready.Store(false)
 	s.draining.Store(true)
 	s.ingress.close()
+	s.tunnel.StopReverse()
 	hs.SetKeepAlivesEnabled(false)
 	s.drain(s.cfg.ShutdownGrace)
 	s.ingress.stop()
@@ -194,7 +196,7 @@ func (s *Sidecar) drain(grace time.Duration) {
 	deadline := time.Now().Add(grace)
 	for {
 		st := s.stack.Stats()
-		active := st.TCPActive + st.InFlight + s.ingress.active() + s.tunnel.Stats().Active
+		active := st.TCPActive + st.InFlight + s.ingress.active() + s.tunnel.Stats().OpenStreams
 		if active == 0 {
 			return
 		}

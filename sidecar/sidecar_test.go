@@ -514,3 +514,18 @@ func TestParsePeer(t *testing.T) {
 		}
 	}
 }
+
+func TestIngressWithoutJobResetsAtOnce(t *testing.T) {
+	port := freePort(t)
+	startSidecar(t, func(c *Config) { c.Expose = []Port{{Num: port, Proto: "tcp"}} })
+	c, err := net.Dial("tcp", "127.0.0.1:"+itoa(port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil || time.Since(start) > time.Second {
+		t.Fatalf("read = %v after %s; want a reset at once when no job is connected", err, time.Since(start))
+	}
+}

@@ -24,6 +24,7 @@ func (s *Sidecar) newTunnel() (*tunnel.Server, error) {
 		Claim: func(p tunnel.Port) (func(), error) {
 			return s.ingress.claim(Port{Num: p.Num, Proto: p.Proto})
 		},
+		Resolver:    s.podResolver(),
 		DialTimeout: s.cfg.Limits.DialTimeout,
 		Logger:      s.log,
 	})
@@ -49,4 +50,25 @@ func (s *Sidecar) tunnelHandler() http.Handler {
 		}
 		s.tunnel.ServeHTTP(w, r)
 	})
+}
+
+// podResolver resolves names with the nameservers of --resolv-conf, the
+// same ones the in-tunnel DNS forwards to, so both modes agree. Search
+// domains do not apply: a tunnel names its destination fully.
+func (s *Sidecar) podResolver() *net.Resolver {
+	servers := upstreams(s.resolv)
+	return &net.Resolver{
+		PreferGo: true,
+		Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var d net.Dialer
+			var err error
+			for _, ns := range servers {
+				var c net.Conn
+				if c, err = d.DialContext(ctx, network, ns.String()); err == nil {
+					return c, nil
+				}
+			}
+			return nil, err
+		},
+	}
 }

@@ -81,13 +81,15 @@ type Server struct {
 	stop  context.CancelFunc
 	slots chan struct{} // one per live websocket
 
-	mu       sync.Mutex
-	closing  bool
-	wg       sync.WaitGroup // one per live handler
-	pending  map[string]*pendingConn
-	reverse  map[Port]*reverseReg
-	regMu    sync.Mutex // serializes reverse registrations
-	counters counters
+	mu      sync.Mutex
+	closing bool
+	wg      sync.WaitGroup // one per live handler
+	pending map[string]*pendingConn
+	reverse map[Port]*reverseReg
+	// noReverse refuses new -R registrations (StopReverse).
+	noReverse bool
+	regMu     sync.Mutex // serializes reverse registrations
+	counters  counters
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -220,6 +222,24 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) (ws *websocket.
 		return nil, nil, false
 	}
 	return ws, release, true
+}
+
+// StopReverse ends every -R registration (its control websocket closes
+// with 1001, its pod listener closes) and refuses new ones; forward
+// streams go on. A draining sidecar calls it so that the pod stops
+// accepting on reverse ports while established streams finish.
+func (s *Server) StopReverse() {
+	s.mu.Lock()
+	s.noReverse = true
+	regs := make([]*reverseReg, 0, len(s.reverse))
+	for _, r := range s.reverse {
+		regs = append(regs, r)
+	}
+	s.mu.Unlock()
+	for _, r := range regs {
+		r.cancel(context.Canceled)
+		r.closeListener()
+	}
 }
 
 // Shutdown refuses new requests, closes every websocket (1001), stops the

@@ -78,7 +78,9 @@ func (s *Server) serveAccept(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.counters.streams.Add(1)
+	s.counters.open.Add(1)
 	up, down := splice(s.ctx, ws, tc, s.ka)
+	s.counters.open.Add(-1)
 	s.counters.bytesUp.Add(uint64(up))
 	s.counters.bytesDown.Add(uint64(down))
 }

@@ -79,6 +79,13 @@ func (s *Server) serveReverse(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	s.mu.Lock()
+	stopped := s.noReverse
+	s.mu.Unlock()
+	if stopped {
+		http.Error(w, "the sidecar is shutting down", http.StatusServiceUnavailable)
+		return
+	}
 	if !slices.Contains(s.cfg.ReversePorts, p) {
 		s.counters.denied.Add(1)
 		http.Error(w, s.notAllowed(p), http.StatusForbidden)

@@ -5,6 +5,7 @@ import "sync/atomic"
 // Stats are counters of a Server since it started.
 type Stats struct {
 	Active       int    // live tunnel websockets (gauge)
+	OpenStreams  int    // TCP streams carrying data now (gauge): what a drain waits for
 	Streams      uint64 // TCP streams opened (forward and reverse)
 	UDPSessions  uint64 // UDP sessions opened
 	Reverse      uint64 // reverse control websockets accepted
@@ -19,6 +20,7 @@ type Stats struct {
 type counters struct {
 	streams, udp, reverse, denied, dialFails, authFailures, rejected atomic.Uint64
 	bytesUp, bytesDown                                               atomic.Uint64
+	open                                                             atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -26,6 +28,7 @@ func (s *Server) Stats() Stats {
 	c := &s.counters
 	return Stats{
 		Active:       len(s.slots),
+		OpenStreams:  int(c.open.Load()),
 		Streams:      c.streams.Load(),
 		UDPSessions:  c.udp.Load(),
 		Reverse:      c.reverse.Load(),
