@@ -177,7 +177,10 @@ func (s *session) attach(wctx context.Context, rc RunConfig, id identity.Identit
 
 // namespaceConfig turns the sidecar's configuration into the namespace's.
 func namespaceConfig(rc RunConfig, jc meshapi.JobConfig) Config {
+	// The same route twice would make the kernel refuse the second.
 	routes := slices.Concat(jc.Routes, rc.Routes)
+	slices.SortFunc(routes, netip.Prefix.Compare)
+	routes = slices.Compact(routes)
 	cfg := Config{
 		Addr:        jc.Address,
 		MTU:         jc.MTU,
