@@ -11,7 +11,7 @@ BIN        := bin/meshlaunch
 VERSION    ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS    := -X main.version=$(VERSION)
 
-.PHONY: all build test check demo fmt-check tidy-check vet staticcheck static-check tools clean help
+.PHONY: all build test check demo image e2e-slurm bench fmt-check tidy-check vet staticcheck static-check tools clean help
 
 all: build
 
@@ -19,6 +19,9 @@ help:
 	@echo "make build   static binary at $(BIN) (CGO_ENABLED=0, version $(VERSION))"
 	@echo "make test    go test -race -count=1 ./..."
 	@echo "make demo    a simulated cluster and a remote job joined to it (root; network namespaces)"
+	@echo "make image   container image $(IMAGE) from deploy/Containerfile (podman or docker)"
+	@echo "make e2e-slurm  batch jobs on a real one-node SLURM join the simulated cluster (root; slurm-wlm, munge)"
+	@echo "make bench   side-by-side benchmark; writes docs/benchmarks.md (root, ~6 min)"
 	@echo "make check   gofmt, go mod tidy, go vet, staticcheck, test, build, static-binary check"
 	@echo "make tools   install staticcheck $(STATICCHECK_VERSION) if missing"
 	@echo "make clean   remove bin/"
@@ -29,6 +32,27 @@ build:
 
 test:
 	$(GO) test -race -count=1 ./...
+
+# The container image (deploy/Containerfile: FROM scratch, the static binary,
+# uid 65532), built with podman or docker, whichever is installed.
+IMAGE            ?= meshlaunch:dev
+CONTAINER_ENGINE ?= $(shell command -v podman 2>/dev/null || command -v docker 2>/dev/null)
+
+image: build
+	@if [ -z "$(CONTAINER_ENGINE)" ]; then \
+		echo "make image: neither podman nor docker is installed; install one, or set CONTAINER_ENGINE=/path/to/engine"; exit 1; fi
+	$(CONTAINER_ENGINE) build -f deploy/Containerfile --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+
+# Batch jobs on a real one-node SLURM (Debian's slurm-wlm and munge, run in
+# the simulated cluster's node namespace) join the cluster through
+# `meshlaunch run`; docs/hpc.md. Root.
+e2e-slurm: build
+	MESHLAUNCH_E2E_SLURM=1 $(GO) test -count=1 -v ./integration/slurm/
+
+# The side-by-side benchmark (root, ~6 minutes): writes docs/benchmarks.md
+# and docs/benchmarks.svg.
+bench: build
+	MESHLAUNCH_BENCH=1 $(GO) test -count=1 -timeout 30m -v -run TestBench ./integration/bench/
 
 # A simulated cluster and a remote job joined to it, in network namespaces
 # on this machine (root). Installs the Debian packages it needs if missing.

@@ -106,6 +106,7 @@ func (a *app) command() *cli.Command {
 			a.tunnelCommand(),
 			a.statusCommand(),
 			a.doctorCommand(),
+			a.manifestCommand(),
 			a.tokenCommand(),
 			a.keygenCommand(),
 			a.pubkeyCommand(),
