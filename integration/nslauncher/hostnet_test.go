@@ -25,10 +25,10 @@ const (
 func TestHostNAT(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	c.topo.StartRole(t, c.topo.Node, "", "httpecho", nodeServer)
-	c.topo.StartRole(t, c.topo.Node, "", "httpecho", "127.0.0.1:"+nodeLoopbackPort)
-	c.topo.WaitTCP(t, c.topo.Node, nodeServer, 10*time.Second)
-	c.topo.WaitTCP(t, c.topo.Node, "127.0.0.1:"+nodeLoopbackPort, 10*time.Second)
+	c.Topo.StartRole(t, c.Topo.Node, "", "httpecho", nodeServer)
+	c.Topo.StartRole(t, c.Topo.Node, "", "httpecho", "127.0.0.1:"+nodeLoopbackPort)
+	c.Topo.WaitTCP(t, c.Topo.Node, nodeServer, 10*time.Second)
+	c.Topo.WaitTCP(t, c.Topo.Node, "127.0.0.1:"+nodeLoopbackPort, 10*time.Second)
 	node := curlCheck("node", "http://"+nodeServer+"/")
 	loopback := curlCheck("loopback", "http://"+hostLoopback+":"+nodeLoopbackPort+"/")
 	service := curlCheck("service", "http://"+nstest.ServiceIP+"/")
@@ -73,13 +73,13 @@ func TestPublish(t *testing.T) {
 	c := newCluster(t)
 	const published = "127.0.0.1:18080"
 	url := "http://" + published + "/"
-	if c.topo.CanDialTCP(t, c.topo.Node, "", published, 100*time.Millisecond) {
+	if c.Topo.CanDialTCP(t, c.Topo.Node, "", published, 100*time.Millisecond) {
 		t.Fatalf("%s accepts connections before the launcher runs", published)
 	}
 	p := c.start(t, launch{flags: []string{"--publish", published + ":" + jobTCPPort}},
 		c.roleJob("httpecho", "0.0.0.0:"+jobTCPPort)...)
 	waitOutput(t, p, 30*time.Second, "httpecho listening on")
-	body := c.retryRun(t, c.topo.Node, 10*time.Second, "curl", "-sS", "--max-time", "3", url)
+	body := c.retryRun(t, c.Topo.Node, 10*time.Second, "curl", "-sS", "--max-time", "3", url)
 	if _, err := netip.ParseAddrPort(body); err != nil {
 		t.Errorf("GET %s from the node: %q, want httpecho's answer (the client address)", url, body)
 	}

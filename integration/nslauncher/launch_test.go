@@ -30,8 +30,8 @@ type launch struct {
 // Every wrapper execs the next, so the pid is the launcher's.
 func (c *cluster) argv(t *testing.T, l launch, job []string) []string {
 	t.Helper()
-	argv := append(asNobody(t, l), c.bin, "run", "--server", c.ingress.URL, "--ca-file", c.ingress.CAFile,
-		"--token-file", cmp.Or(l.token, c.token), "--wait", "30s")
+	argv := append(asNobody(t, l), c.Bin, "run", "--server", c.Ingress.URL, "--ca-file", c.Ingress.CAFile,
+		"--token-file", cmp.Or(l.token, c.Token), "--wait", "30s")
 	argv = append(argv, l.flags...)
 	return append(append(argv, "--"), job...)
 }
@@ -82,14 +82,14 @@ func (l launch) procOpts() nstest.ProcOpts {
 // run runs the launcher with job in the node namespace and waits for it.
 func (c *cluster) run(t *testing.T, l launch, job ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	return c.topo.Run(t, c.topo.Node, l.procOpts(), c.argv(t, l, job)...)
+	return c.Topo.Run(t, c.Topo.Node, l.procOpts(), c.argv(t, l, job)...)
 }
 
 // start runs the launcher with job in the node namespace in the
 // background; cleanup stops it.
 func (c *cluster) start(t *testing.T, l launch, job ...string) *nstest.Proc {
 	t.Helper()
-	p := c.topo.Start(t, c.topo.Node, l.procOpts(), c.argv(t, l, job)...)
+	p := c.Topo.Start(t, c.Topo.Node, l.procOpts(), c.argv(t, l, job)...)
 	wantLauncherPid(t, p)
 	return p
 }
@@ -147,5 +147,5 @@ func containsAll(s string, subs []string) bool {
 // roleJob is a job that runs nstest role with args from the copy of the
 // test binary; the launcher passes its environment through to the job.
 func (c *cluster) roleJob(role string, args ...string) []string {
-	return append([]string{"env", roleEnv + "=" + role, c.roles}, args...)
+	return append([]string{"env", nstest.RoleEnv + "=" + role, c.Roles}, args...)
 }

@@ -172,7 +172,7 @@ func TestStartupTime(t *testing.T) {
 		return stderr, code
 	})
 	baseline := timeRuns(t, 5, func() (string, int) {
-		_, stderr, code := c.topo.Run(t, c.topo.Node, launch{}.procOpts(), append(asNobody(t, launch{}), "true")...)
+		_, stderr, code := c.Topo.Run(t, c.Topo.Node, launch{}.procOpts(), append(asNobody(t, launch{}), "true")...)
 		return stderr, code
 	})
 	t.Logf("meshlaunch run -- true: median %v (min %v, max %v) over %d runs; without the launcher: median %v",

@@ -16,7 +16,7 @@ import (
 func TestThroughHTTPProxy(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	proxy := c.topo.StartProxy(t, "job", "s3cret")
+	proxy := c.Topo.StartProxy(t, "job", "s3cret")
 	connect := "CONNECT " + nstest.EdgeNodeIP + ":443"
 	if log := proxy.Proc.Stderr(); strings.Contains(log, connect) {
 		t.Fatalf("tinyproxy logged %q before the launcher ran:\n%s", connect, log)

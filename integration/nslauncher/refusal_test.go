@@ -15,7 +15,7 @@ func TestWrongSecret(t *testing.T) {
 	if _, stderr, code := c.run(t, launch{}, "true"); code != 0 {
 		t.Fatalf("positive control: launcher with the right secret exited %d\nstderr:\n%s", code, stderr)
 	}
-	wrong := c.newToken(t, "wrong-token")
+	wrong := c.NewToken(t, "wrong-token")
 	start := time.Now()
 	_, stderr, code := c.run(t, launch{token: wrong, timeout: 20 * time.Second}, "true")
 	elapsed := time.Since(start)

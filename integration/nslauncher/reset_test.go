@@ -25,10 +25,10 @@ func TestDownloadSurvivesIngressRestart(t *testing.T) {
 	p := c.start(t, launch{timeout: 90 * time.Second}, "sh", "-c", job)
 
 	time.Sleep(2 * time.Second) // the download is under way
-	if err := c.ingress.Proc.Signal(syscall.SIGTERM); err != nil {
+	if err := c.Ingress.Proc.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.ingress.Proc.Wait(10 * time.Second); err != nil {
+	if _, err := c.Ingress.Proc.Wait(10 * time.Second); err != nil {
 		t.Fatalf("nginx did not stop: %v", err)
 	}
 	select {
@@ -36,7 +36,7 @@ func TestDownloadSurvivesIngressRestart(t *testing.T) {
 		t.Fatalf("the launcher ended with the Ingress:\nstdout:\n%s\nstderr:\n%s", p.Stdout(), p.Stderr())
 	default:
 	}
-	c.ingress = c.topo.StartIngress(t, nstest.IngressOpts{Upstream: sidecarAddr, Certs: c.ingress.Certs})
+	c.Ingress = c.Topo.StartIngress(t, nstest.IngressOpts{Upstream: nstest.SidecarAddr, Certs: c.Ingress.Certs})
 
 	code, err := p.Wait(60 * time.Second)
 	if err != nil || code != 0 {

@@ -19,7 +19,7 @@ func TestJobReachesServiceByIPAndName(t *testing.T) {
 		check{"uid", "id -u"},
 		curlCheck("byip", "http://"+nstest.ServiceIP+"/"),
 		curlCheck("byname", "http://web/"),
-		check{"getent", "getent hosts " + webName},
+		check{"getent", "getent hosts " + nstest.WebName},
 		check{"resolv", "cat /etc/resolv.conf"},
 	)...)
 	if code != 0 {
@@ -32,8 +32,8 @@ func TestJobReachesServiceByIPAndName(t *testing.T) {
 	wantClient(t, res, "byip", nstest.PodIP)
 	wantClient(t, res, "byname", nstest.PodIP)
 	if out, ok := wantOK(t, res, "getent"); ok {
-		if f := strings.Fields(out); len(f) < 2 || f[0] != nstest.ServiceIP || f[1] != webName {
-			t.Errorf("getent hosts %s = %q, want %s %s", webName, out, nstest.ServiceIP, webName)
+		if f := strings.Fields(out); len(f) < 2 || f[0] != nstest.ServiceIP || f[1] != nstest.WebName {
+			t.Errorf("getent hosts %s = %q, want %s %s", nstest.WebName, out, nstest.ServiceIP, nstest.WebName)
 		}
 	}
 	if out, ok := wantOK(t, res, "resolv"); ok {
@@ -55,17 +55,17 @@ func TestClusterReachesJobAtPodIP(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
 	job := []string{"sh", "-c",
-		`env ` + roleEnv + `=udpecho "$1" 0.0.0.0:` + jobUDPPort + ` & exec env ` + roleEnv + `=httpecho "$1" 0.0.0.0:` + jobTCPPort,
-		"sh", c.roles}
+		`env ` + nstest.RoleEnv + `=udpecho "$1" 0.0.0.0:` + jobUDPPort + ` & exec env ` + nstest.RoleEnv + `=httpecho "$1" 0.0.0.0:` + jobTCPPort,
+		"sh", c.Roles}
 	p := c.start(t, launch{}, job...)
 	waitOutput(t, p, 30*time.Second, "httpecho listening on", "udpecho listening on")
 
 	url := "http://" + nstest.PodIP + ":" + jobTCPPort + "/"
-	body := c.retryRun(t, c.topo.Svc, 10*time.Second, "curl", "-sS", "--max-time", "3", url)
+	body := c.retryRun(t, c.Topo.Svc, 10*time.Second, "curl", "-sS", "--max-time", "3", url)
 	if ap, err := netip.ParseAddrPort(body); err != nil || ap.Addr().String() != nstest.SvcHostIP {
 		t.Errorf("GET %s from svc: the job saw client %q, want %s:PORT", url, body, nstest.SvcHostIP)
 	}
-	_, stderr, code := c.topo.RunRole(t, c.topo.Svc, nstest.ProcOpts{}, "echocheck", "udp", nstest.PodIP+":"+jobUDPPort)
+	_, stderr, code := c.Topo.RunRole(t, c.Topo.Svc, nstest.ProcOpts{}, "echocheck", "udp", nstest.PodIP+":"+jobUDPPort)
 	if code != 0 {
 		t.Errorf("UDP echo from svc to the job at %s:%s: exit %d: %s", nstest.PodIP, jobUDPPort, code, stderr)
 	}
@@ -77,7 +77,7 @@ func (c *cluster) retryRun(t *testing.T, ns string, timeout time.Duration, argv 
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		stdout, stderr, code := c.topo.Run(t, ns, nstest.ProcOpts{Timeout: timeout}, argv...)
+		stdout, stderr, code := c.Topo.Run(t, ns, nstest.ProcOpts{Timeout: timeout}, argv...)
 		if code == 0 {
 			return stdout
 		}

@@ -2,18 +2,14 @@ package nssidecar
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,14 +19,23 @@ import (
 	"github.com/meshlaunch/meshlaunch/wsproxy"
 )
 
-func TestMain(m *testing.M) { nstest.Main(m) }
+// meshlaunchBin is meshlaunch, built once by TestMain (nstest.BuildMeshlaunch)
+// and installed by every test into its own cluster's directory.
+var meshlaunchBin *os.File
+
+func TestMain(m *testing.M) {
+	if os.Getenv(nstest.RoleEnv) == "" && os.Geteuid() == 0 {
+		var err error
+		if meshlaunchBin, err = nstest.BuildMeshlaunch(); err != nil {
+			fmt.Fprintf(os.Stderr, "nssidecar: %v\n", err)
+			os.Exit(1)
+		}
+	}
+	nstest.Main(m) // runs a role and exits, or runs the tests and exits
+}
 
 const (
 	nobody = "nobody"
-	// sidecarAddr is where the sidecar listens and nginx proxies to.
-	sidecarAddr = nstest.PodIP + ":8080"
-	// webName resolves to ServiceIP in the cluster's DNS.
-	webName = "web.default.svc.cluster.local"
 	// grace is the sidecar's --shutdown-grace in every test.
 	grace = 3 * time.Second
 )
@@ -38,49 +43,35 @@ const (
 // serviceURL is httpecho on the Service, which answers the client address.
 var serviceURL = "http://" + nstest.ServiceIP + "/"
 
-// cluster is one topology around the sidecar: httpecho on the Service
-// (ServiceIP:80, as root in svc), dnsmasq naming it webName, nginx as the
-// Ingress to sidecarAddr, and a directory user nobody can read holding the
-// meshlaunch binary and the token file.
+// cluster is an nstest.MeshCluster without a sidecar, which each test
+// starts itself (startSidecar); the token file holds meshtest.Secret, the
+// in-process job's.
 type cluster struct {
-	topo    *nstest.Topology
-	ingress *nstest.Ingress
-	bin     string       // meshlaunch, executable by nobody
-	token   string       // the shared secret's file, readable by nobody
-	pod     *http.Client // requests from inside the pod namespace
+	*nstest.MeshCluster
+	pod *http.Client // requests from inside the pod namespace
 }
 
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
-	topo := nstest.NewTopology(t, nstest.Options{})
-	dir := sharedDir(t)
-	c := &cluster{topo: topo, bin: installMeshlaunch(t, dir), token: filepath.Join(dir, "token")}
-	if err := os.WriteFile(c.token, []byte(meshtest.Secret+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	topo.StartRole(t, topo.Svc, "", "httpecho", nstest.ServiceIP+":80")
-	topo.StartDNS(t, map[string]netip.Addr{webName: netip.MustParseAddr(nstest.ServiceIP)})
-	c.ingress = topo.StartIngress(t, nstest.IngressOpts{Upstream: sidecarAddr})
-	topo.WaitTCP(t, topo.Svc, nstest.ServiceIP+":80", 10*time.Second)
-	c.pod = httpClient(t, nstest.DialerIn(t, topo.Pod))
+	c := &cluster{MeshCluster: nstest.NewMeshCluster(t, nstest.MeshOpts{
+		Meshlaunch: meshlaunchBin,
+		Secret:     meshtest.Secret,
+		Sidecar: nstest.SidecarOpts{
+			LogLevel: "debug",
+			Flags:    []string{"--shutdown-grace", grace.String()},
+		},
+		NoSidecar: true,
+	})}
+	c.pod = httpClient(t, nstest.DialerIn(t, c.Topo.Pod))
 	return c
 }
 
-// sidecarArgs is the command line of every test's sidecar; extra flags
-// are appended.
-func (c *cluster) sidecarArgs(extra ...string) []string {
-	return append([]string{c.bin, "--log-level", "debug", "sidecar",
-		"--listen", sidecarAddr, "--token-file", c.token, "--pod-ip", nstest.PodIP,
-		"--route", nstest.ServiceCIDR, "--route", nstest.ClusterCIDR,
-		"--expose", "9000", "--expose", "9001/udp",
-		"--shutdown-grace", grace.String()}, extra...)
-}
-
-// startSidecar runs the sidecar in pod as nobody with no capabilities
-// and waits until it is ready.
+// startSidecar runs the sidecar (nstest's SidecarArgv with extra flags
+// appended) in pod as nobody with no capabilities and waits until it is
+// ready.
 func (c *cluster) startSidecar(t *testing.T, extra ...string) *nstest.Proc {
 	t.Helper()
-	p := c.topo.Start(t, c.topo.Pod, nstest.ProcOpts{User: nobody}, c.sidecarArgs(extra...)...)
+	p := c.Topo.Start(t, c.Topo.Pod, nstest.ProcOpts{User: nobody}, c.SidecarArgv(extra...)...)
 	c.waitReadyz(t, p, http.StatusOK, 15*time.Second)
 	return p
 }
@@ -91,7 +82,7 @@ func (c *cluster) waitReadyz(t *testing.T, p *nstest.Proc, want int, timeout tim
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		code, body, err := fetch(c.pod, "http://"+sidecarAddr+"/readyz")
+		code, body, err := fetch(c.pod, "http://"+nstest.SidecarAddr+"/readyz")
 		if err == nil && code == want {
 			return
 		}
@@ -111,7 +102,7 @@ func (c *cluster) waitReadyz(t *testing.T, p *nstest.Proc, want int, timeout tim
 // the exposition format writes it (name{labels}), or 0 if it is absent.
 func (c *cluster) metric(t *testing.T, series string) float64 {
 	t.Helper()
-	body := mustGet(t, c.pod, "http://"+sidecarAddr+"/metrics")
+	body := mustGet(t, c.pod, "http://"+nstest.SidecarAddr+"/metrics")
 	for line := range strings.Lines(body) {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), series+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)
@@ -133,13 +124,13 @@ func deniedSeries(reason string) string {
 // adjusts the client further. It does not wait: see Job.WaitReady.
 func (c *cluster) startJob(t *testing.T, mod func(*wsproxy.ClientConfig)) *meshtest.Job {
 	t.Helper()
-	u, err := wsproxy.ParseServerURL(c.ingress.URL + meshapi.MeshPath)
+	u, err := wsproxy.ParseServerURL(c.Ingress.URL + meshapi.MeshPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dial := nstest.DialerIn(t, c.topo.Node)
+	dial := nstest.DialerIn(t, c.Topo.Node)
 	return meshtest.StartJob(t, meshtest.JobOptions{URL: u, Client: func(cc *wsproxy.ClientConfig) {
-		cc.TLS.CAFile = c.ingress.CAFile
+		cc.TLS.CAFile = c.Ingress.CAFile
 		cc.DialContext = dial
 		if mod != nil {
 			mod(cc)
@@ -229,81 +220,4 @@ func waitFor(timeout time.Duration, cond func() bool) bool {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// The meshlaunch binary is built once per test binary. The built file is
-// unlinked at once and kept open, so that nothing is left behind however
-// the process ends; each test copies it into its own directory, which the
-// harness removes.
-var built struct {
-	once sync.Once
-	f    *os.File
-	size int64
-	err  error
-}
-
-// installMeshlaunch copies the meshlaunch binary into dir, executable by
-// every user, and returns its path.
-func installMeshlaunch(t *testing.T, dir string) string {
-	t.Helper()
-	built.once.Do(func() { built.f, built.size, built.err = buildMeshlaunch() })
-	if built.err != nil {
-		t.Fatal(built.err)
-	}
-	path := filepath.Join(dir, "meshlaunch")
-	out, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = io.Copy(out, io.NewSectionReader(built.f, 0, built.size))
-	if err = errors.Join(err, out.Close()); err != nil {
-		t.Fatalf("install meshlaunch: %v", err)
-	}
-	return path
-}
-
-// buildMeshlaunch builds a static binary and returns it open and unlinked.
-func buildMeshlaunch() (*os.File, int64, error) {
-	dir, err := os.MkdirTemp("", "nssidecar-build-")
-	if err != nil {
-		return nil, 0, fmt.Errorf("build meshlaunch: %w", err)
-	}
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "meshlaunch")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", path, "github.com/meshlaunch/meshlaunch/cmd/meshlaunch")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, 0, fmt.Errorf("go build meshlaunch: %w\n%s", err, out)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, 0, fmt.Errorf("build meshlaunch: %w", err)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, 0, fmt.Errorf("build meshlaunch: %w", err)
-	}
-	return f, st.Size(), nil
-}
-
-// sharedDir is a directory every user can read and traverse, removed at
-// t's cleanup.
-func sharedDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "nssidecar-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := os.RemoveAll(dir); err != nil {
-			t.Errorf("remove %s: %v", dir, err)
-		}
-	})
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return dir
 }

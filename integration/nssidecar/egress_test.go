@@ -30,8 +30,8 @@ func TestSidecarHasNoCapabilities(t *testing.T) {
 	sc := c.startSidecar(t)
 	// "ip netns exec" and setpriv exec, so the pid is meshlaunch's own;
 	// make sure, or the checks below would inspect a wrapper.
-	if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", sc.Pid())); err != nil || exe != c.bin {
-		t.Fatalf("pid %d runs %q (%v), want the sidecar binary %s", sc.Pid(), exe, err, c.bin)
+	if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", sc.Pid())); err != nil || exe != c.Bin {
+		t.Fatalf("pid %d runs %q (%v), want the sidecar binary %s", sc.Pid(), exe, err, c.Bin)
 	}
 	const none = "0000000000000000"
 	want := map[string]string{
@@ -52,13 +52,13 @@ func TestSidecarHasNoCapabilities(t *testing.T) {
 			}
 		}
 	}
-	root := procStatus(t, fmt.Sprintf("/proc/%d/status", c.ingress.Proc.Pid()))
+	root := procStatus(t, fmt.Sprintf("/proc/%d/status", c.Ingress.Proc.Pid()))
 	if root["CapEff"] == none || root["Uid"] == want["Uid"] {
 		t.Errorf("control: the root-run nginx master shows Uid %q CapEff %q; the check above cannot tell", root["Uid"], root["CapEff"])
 	}
 
 	for _, path := range []string{"/healthz", "/readyz"} {
-		mustGet(t, c.pod, "http://"+sidecarAddr+path)
+		mustGet(t, c.pod, "http://"+nstest.SidecarAddr+path)
 	}
 	job := c.startJob(t, nil)
 	job.WaitReady(t, 15*time.Second)
@@ -98,9 +98,9 @@ func TestEgressByIPAndName(t *testing.T) {
 		r := jobResolver(job)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		ips, err := r.LookupNetIP(ctx, "ip4", webName+".")
+		ips, err := r.LookupNetIP(ctx, "ip4", nstest.WebName+".")
 		if err != nil || !slices.Equal(ips, []netip.Addr{netip.MustParseAddr(nstest.ServiceIP)}) {
-			t.Fatalf("%s = %v, %v; want [%s]", webName, ips, err, nstest.ServiceIP)
+			t.Fatalf("%s = %v, %v; want [%s]", nstest.WebName, ips, err, nstest.ServiceIP)
 		}
 		// The cluster's DNS has no such name: NXDOMAIN must come back
 		// through the tunnel, not an address or a timeout.
@@ -112,7 +112,7 @@ func TestEgressByIPAndName(t *testing.T) {
 		}
 	})
 	t.Run("by name", func(t *testing.T) {
-		wantPeer(t, mustGet(t, web, "http://"+webName+"/"), nstest.PodIP)
+		wantPeer(t, mustGet(t, web, "http://"+nstest.WebName+"/"), nstest.PodIP)
 	})
 	t.Run("config API", func(t *testing.T) {
 		body := mustGet(t, web, "http://"+meshapi.DefaultServiceAddr.String()+meshapi.ConfigPath)
@@ -150,13 +150,13 @@ func checkJobConfig(t *testing.T, got meshapi.JobConfig) {
 func TestThroughHTTPProxy(t *testing.T) {
 	nstest.Require(t)
 	c := newCluster(t)
-	proxy := c.topo.StartProxy(t, "job", "s3cret")
+	proxy := c.Topo.StartProxy(t, "job", "s3cret")
 	c.startSidecar(t)
 	proxyURL, err := url.Parse(proxy.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	node := nstest.DialerIn(t, c.topo.Node)
+	node := nstest.DialerIn(t, c.Topo.Node)
 	var mu sync.Mutex
 	var dialed []string
 	job := c.startJob(t, func(cc *wsproxy.ClientConfig) {

@@ -49,7 +49,7 @@ func TestIngressPreservesClientAddress(t *testing.T) {
 		})
 	}
 	t.Run("port not exposed", func(t *testing.T) {
-		if c.topo.CanDialTCP(t, c.topo.Svc, nobody, nstest.PodIP+":9002", 2*time.Second) {
+		if c.Topo.CanDialTCP(t, c.Topo.Svc, nobody, nstest.PodIP+":9002", 2*time.Second) {
 			t.Fatal("svc reached the job's port 9002, which the sidecar does not expose")
 		}
 	})
@@ -59,7 +59,7 @@ func TestIngressPreservesClientAddress(t *testing.T) {
 // and returns the client's address, which echocheck puts in its message.
 func echoCheckFromSvc(t *testing.T, c *cluster, network, addr string) netip.AddrPort {
 	t.Helper()
-	out, stderr, code := c.topo.RunRole(t, c.topo.Svc, nstest.ProcOpts{User: nobody}, "echocheck", network, addr)
+	out, stderr, code := c.Topo.RunRole(t, c.Topo.Svc, nstest.ProcOpts{User: nobody}, "echocheck", network, addr)
 	if code != 0 {
 		t.Fatalf("echocheck %s %s from svc: exit %d: %s%s", network, addr, code, out, stderr)
 	}

@@ -80,8 +80,8 @@ func TestSIGTERMDrains(t *testing.T) {
 	nstest.Require(t)
 	c := newCluster(t)
 	echoAddr := nstest.ServiceIP + ":7000"
-	c.topo.StartRole(t, c.topo.Svc, "", "tcpecho", echoAddr)
-	c.topo.WaitTCP(t, c.topo.Svc, echoAddr, 10*time.Second)
+	c.Topo.StartRole(t, c.Topo.Svc, "", "tcpecho", echoAddr)
+	c.Topo.WaitTCP(t, c.Topo.Svc, echoAddr, 10*time.Second)
 	exposed := netip.AddrPortFrom(netip.MustParseAddr(nstest.PodIP), 9000)
 
 	for _, tc := range []struct {
@@ -104,10 +104,10 @@ func TestSIGTERMDrains(t *testing.T) {
 			serveJobTCPEcho(t, job, exposed)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			return nstest.DialerIn(t, c.topo.Svc)(ctx, "tcp", exposed.String())
+			return nstest.DialerIn(t, c.Topo.Svc)(ctx, "tcp", exposed.String())
 		},
 		refuseNew: func(t *testing.T, _ *meshtest.Job) {
-			if c.topo.CanDialTCP(t, c.topo.Svc, nobody, exposed.String(), time.Second) {
+			if c.Topo.CanDialTCP(t, c.Topo.Svc, nobody, exposed.String(), time.Second) {
 				t.Errorf("a new connection to the exposed %v was accepted while draining", exposed)
 			}
 		},

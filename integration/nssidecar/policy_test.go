@@ -20,9 +20,9 @@ import (
 func TestDefaultDenyClasses(t *testing.T) {
 	nstest.Require(t)
 	c := newCluster(t)
-	c.topo.StartRole(t, c.topo.Svc, "", "udpecho", nstest.ServiceIP+":9")
-	c.topo.StartRole(t, c.topo.Svc, "", "tcpecho", nstest.ServiceIP+":81")
-	c.topo.WaitTCP(t, c.topo.Svc, nstest.ServiceIP+":81", 10*time.Second)
+	c.Topo.StartRole(t, c.Topo.Svc, "", "udpecho", nstest.ServiceIP+":9")
+	c.Topo.StartRole(t, c.Topo.Svc, "", "tcpecho", nstest.ServiceIP+":81")
+	c.Topo.WaitTCP(t, c.Topo.Svc, nstest.ServiceIP+":81", 10*time.Second)
 
 	t.Run("default policy", func(t *testing.T) {
 		c.startSidecar(t)
@@ -68,7 +68,7 @@ func TestDefaultDenyClasses(t *testing.T) {
 	t.Run("allow list", func(t *testing.T) {
 		// Control: the pod itself reaches port 81, so a refusal is the
 		// sidecar's policy.
-		if !c.topo.CanDialTCP(t, c.topo.Pod, nobody, nstest.ServiceIP+":81", 5*time.Second) {
+		if !c.Topo.CanDialTCP(t, c.Topo.Pod, nobody, nstest.ServiceIP+":81", 5*time.Second) {
 			t.Fatalf("control: the pod cannot reach %s:81", nstest.ServiceIP)
 		}
 		c.startSidecar(t, "--allow", nstest.ServiceIP+"/32:80")

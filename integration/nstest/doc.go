@@ -36,6 +36,12 @@
 //		// body is "10.244.1.5:PORT", code 0
 //	}
 //
+// For meshlaunch's own tests, BuildMeshlaunch builds the binary once in
+// TestMain, and NewMeshCluster builds a Topology around "meshlaunch
+// sidecar": httpecho on the Service, dnsmasq, nginx as the Ingress to the
+// sidecar, which runs as nobody, and a directory every user can read with
+// the binaries and the secret.
+//
 // Only addresses inside 10.244.0.0/16, 10.96.0.0/16 and 198.18.0.0/24 of
 // namespaces this package created are ever used.
 package nstest

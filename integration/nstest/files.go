@@ -39,8 +39,10 @@ func worldReadableDir(pattern string) (string, error) {
 	return dir, nil
 }
 
-// sharedDir is worldReadableDir removed at t's cleanup.
-func sharedDir(t testing.TB, pattern string) string {
+// SharedDir is a temporary directory every user can read and traverse
+// (mode 0755), so that unprivileged processes can read what root puts
+// there; it is removed at t's cleanup. pattern is os.MkdirTemp's.
+func SharedDir(t testing.TB, pattern string) string {
 	t.Helper()
 	dir, err := worldReadableDir(pattern)
 	if err != nil {

@@ -47,7 +47,7 @@ type Ingress struct {
 func (tp *Topology) StartIngress(t testing.TB, opts IngressOpts) *Ingress {
 	t.Helper()
 	bin := lookPathOrSkip(t, "nginx", "nginx-light")
-	dir := sharedDir(t, "nstest-nginx-")
+	dir := SharedDir(t, "nstest-nginx-")
 	certs := opts.Certs
 	if certs == nil {
 		var err error

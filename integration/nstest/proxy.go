@@ -34,7 +34,7 @@ func (tp *Topology) StartProxy(t testing.TB, user, pass string) *Proxy {
 			t.Fatalf("nstest: proxy credential %q: want non-empty, no spaces, quotes, # or :", s)
 		}
 	}
-	dir := sharedDir(t, "nstest-proxy-")
+	dir := SharedDir(t, "nstest-proxy-")
 	conf := filepath.Join(dir, "tinyproxy.conf")
 	if err := os.WriteFile(conf, []byte(tinyproxyConf(user, pass)), 0o644); err != nil {
 		t.Fatalf("nstest: write tinyproxy config: %v", err)

@@ -15,8 +15,11 @@ import (
 	"go.uber.org/goleak"
 )
 
-// roleEnv names the helper role a re-executed test binary runs.
-const roleEnv = "NSTEST_ROLE"
+// RoleEnv names the helper role a re-executed test binary runs: a
+// TestMain sees it set in a process that Main turns into that role, and
+// a job can run a role by setting it for the copy of the test binary
+// (MeshOpts.Roles).
+const RoleEnv = "NSTEST_ROLE"
 
 // roles are the helpers a re-executed test binary can run; each gets the
 // arguments after argv[0] and returns when it is done or has failed.
@@ -42,7 +45,7 @@ var mainCalled atomic.Bool // Main is running the tests, roles can be used
 // (goleak, ignoring the spawner: see IgnoreSpawner) and exits with the
 // tests' status.
 func Main(m *testing.M) {
-	if role := os.Getenv(roleEnv); role != "" {
+	if role := os.Getenv(RoleEnv); role != "" {
 		os.Exit(runRole(role, os.Args[1:]))
 	}
 	mainCalled.Store(true)
@@ -125,7 +128,7 @@ func (tp *Topology) CanDialTCP(t testing.TB, ns, user, addr string, timeout time
 // atexit_sleep_ms), which would add a second to every probe.
 func roleEnvironment(env []string, role string) []string {
 	gorace := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
-	return append(append([]string(nil), env...), roleEnv+"="+role, "GORACE="+gorace)
+	return append(append([]string(nil), env...), RoleEnv+"="+role, "GORACE="+gorace)
 }
 
 var roleBin struct {

@@ -2,14 +2,8 @@ package nstunnel
 
 import (
 	"bufio"
-	"crypto/tls"
 	"encoding/json"
-	"maps"
-	"net/http"
 	"net/netip"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,34 +13,23 @@ import (
 
 const (
 	nobody = "nobody"
-	// sidecarAddr is where the sidecar listens and nginx proxies to.
-	sidecarAddr = nstest.PodIP + ":8080"
-	// webName resolves to ServiceIP in the cluster's DNS (dnsmasq in svc);
-	// nothing in the node namespace can resolve it.
-	webName = "web.default.svc.cluster.local"
 	// Ports the sidecar exposes, the only ones -R may use.
-	exposedTCP = "9000"
-	exposedUDP = "9001"
+	exposedTCP = nstest.ExposedTCP
+	exposedUDP = nstest.ExposedUDP
 )
 
-// cluster is one topology with a ready sidecar: httpecho on the Service
-// (ServiceIP:80, root in svc), dnsmasq naming it webName, nginx as the
-// Ingress to sidecarAddr, "meshlaunch sidecar" as nobody in pod exposing
-// 9000/tcp and 9001/udp, and a directory every user can read with the
-// binaries and the secret.
+// cluster is an nstest.MeshCluster whose sidecar logs at debug level,
+// routes only the Service CIDR and exposes 9000/tcp and 9001/udp, with a
+// copy of the test binary, Roles, for this package's roles:
+// $NSTUNNEL_ROLE picks the role. Nothing in the node namespace can
+// resolve the cluster's names (nstest.WebName).
 type cluster struct {
-	topo    *nstest.Topology
-	ingress *nstest.Ingress
-	sidecar *nstest.Proc
-	dir     string // 0755, removed at cleanup
-	bin     string // meshlaunch
-	roles   string // the test binary: $NSTUNNEL_ROLE picks the role
-	token   string // the shared secret's file
+	*nstest.MeshCluster
 }
 
 // clusterOpts changes the cluster; the zero value is the layout above.
 type clusterOpts struct {
-	// records are extra DNS names of the cluster, besides webName.
+	// records are extra DNS names of the cluster, besides nstest.WebName.
 	records map[string]netip.Addr
 	// loopbackSAN adds 127.0.0.1 to the Ingress certificate, so that a
 	// client in node can verify it through a relay on its loopback.
@@ -55,116 +38,32 @@ type clusterOpts struct {
 
 func newCluster(t *testing.T, o clusterOpts) *cluster {
 	t.Helper()
-	topo := nstest.NewTopology(t, nstest.Options{}) // skips unless root
-	dir := sharedDir(t)
-	c := &cluster{topo: topo, dir: dir}
-	c.bin = install(t, dir, "meshlaunch", meshlaunchBin)
-	c.roles = install(t, dir, "nstunnel-roles", testBin)
-	c.token = c.newToken(t, "token")
-	topo.StartRole(t, topo.Svc, "", "httpecho", nstest.ServiceIP+":80")
-	records := map[string]netip.Addr{webName: netip.MustParseAddr(nstest.ServiceIP)}
-	maps.Copy(records, o.records)
-	topo.StartDNS(t, records)
-	ingOpts := nstest.IngressOpts{Upstream: sidecarAddr}
+	nstest.Require(t)
+	opts := nstest.MeshOpts{
+		Meshlaunch: meshlaunchBin,
+		Roles:      "nstunnel-roles",
+		Records:    o.records,
+		Sidecar:    nstest.SidecarOpts{LogLevel: "debug", Routes: []string{nstest.ServiceCIDR}},
+	}
 	if o.loopbackSAN {
-		certs, err := nstest.GenerateCerts(sharedDir(t), nstest.IngressServerName,
+		certs, err := nstest.GenerateCerts(nstest.SharedDir(t, "nstunnel-certs-"), nstest.IngressServerName,
 			netip.MustParseAddr(nstest.EdgeNodeIP), netip.MustParseAddr("127.0.0.1"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		ingOpts.Certs = certs
+		opts.Ingress.Certs = certs
 	}
-	c.ingress = topo.StartIngress(t, ingOpts)
-	topo.WaitTCP(t, topo.Svc, nstest.ServiceIP+":80", 10*time.Second)
-	c.sidecar = topo.Start(t, topo.Pod, nstest.ProcOpts{User: nobody}, c.bin, "--log-level", "debug", "sidecar",
-		"--listen", sidecarAddr, "--token-file", c.token, "--pod-ip", nstest.PodIP,
-		"--route", nstest.ServiceCIDR, "--expose", exposedTCP, "--expose", exposedUDP+"/udp")
-	c.waitReady(t, 15*time.Second)
-	return c
-}
-
-// newToken writes a new secret from "meshlaunch token" into the cluster's
-// directory, readable by every user, and returns the file's path.
-func (c *cluster) newToken(t *testing.T, name string) string {
-	t.Helper()
-	out, err := exec.Command(c.bin, "token").Output()
-	if err != nil {
-		t.Fatalf("meshlaunch token: %v", err)
-	}
-	path := filepath.Join(c.dir, name)
-	if err := os.WriteFile(path, out, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-// waitReady polls the sidecar's /readyz from the node through the
-// Ingress, the tunnel's own path, until it answers 200.
-func (c *cluster) waitReady(t *testing.T, timeout time.Duration) {
-	t.Helper()
-	tr := &http.Transport{
-		DialContext:       nstest.DialerIn(t, c.topo.Node),
-		TLSClientConfig:   &tls.Config{RootCAs: c.ingress.Certs.CAPool()},
-		DisableKeepAlives: true, // no connection outlives a request
-	}
-	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr, Timeout: 2 * time.Second}
-	url := strings.Replace(c.ingress.URL, "wss://", "https://", 1) + "/readyz"
-	deadline := time.Now().Add(timeout)
-	for {
-		resp, err := client.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		select {
-		case <-c.sidecar.Done():
-			t.Fatalf("sidecar exited before it was ready:\n%s", c.sidecar.Stderr())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sidecar not ready at %s within %v (last: %v)", url, timeout, statusOrErr(resp, err))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func statusOrErr(resp *http.Response, err error) any {
-	if err != nil {
-		return err
-	}
-	return resp.Status
-}
-
-// sharedDir is a directory every user can read and traverse, removed at
-// t's cleanup.
-func sharedDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "nstunnel-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := os.RemoveAll(dir); err != nil {
-			t.Errorf("remove %s: %v", dir, err)
-		}
-	})
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return &cluster{nstest.NewMeshCluster(t, opts)}
 }
 
 // tunnelArgv is "meshlaunch tunnel" against server (the Ingress when "")
 // with the cluster's CA and secret, logging JSON, then args.
 func (c *cluster) tunnelArgv(server string, args ...string) []string {
 	if server == "" {
-		server = c.ingress.URL
+		server = c.Ingress.URL
 	}
-	argv := []string{c.bin, "--log-format", "json", "tunnel", "--server", server,
-		"--ca-file", c.ingress.CAFile, "--token-file", c.token}
+	argv := []string{c.Bin, "--log-format", "json", "tunnel", "--server", server,
+		"--ca-file", c.Ingress.CAFile, "--token-file", c.Token}
 	return append(argv, args...)
 }
 
@@ -182,7 +81,7 @@ func asNobody(timeout time.Duration) nstest.ProcOpts {
 // background; cleanup stops it.
 func (c *cluster) startTunnel(t *testing.T, server string, args ...string) *nstest.Proc {
 	t.Helper()
-	return c.topo.Start(t, c.topo.Node, asNobody(0), c.tunnelArgv(server, args...)...)
+	return c.Topo.Start(t, c.Topo.Node, asNobody(0), c.tunnelArgv(server, args...)...)
 }
 
 // startRole runs one of this package's roles in ns as nobody.
@@ -190,7 +89,7 @@ func (c *cluster) startRole(t *testing.T, ns, role string, args ...string) *nste
 	t.Helper()
 	opts := asNobody(0)
 	opts.Env = append(opts.Env, roleEnv+"="+role)
-	return c.topo.Start(t, ns, opts, append([]string{c.roles}, args...)...)
+	return c.Topo.Start(t, ns, opts, append([]string{c.Roles}, args...)...)
 }
 
 // logRecord is one JSON log line of meshlaunch.
@@ -283,7 +182,7 @@ func (c *cluster) retryUntil(t *testing.T, ns string, timeout time.Duration, ok 
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		stdout, stderr, code := c.topo.Run(t, ns, asNobody(timeout), argv...)
+		stdout, stderr, code := c.Topo.Run(t, ns, asNobody(timeout), argv...)
 		if code == 0 && ok(stdout) {
 			return stdout
 		}

@@ -9,7 +9,7 @@
 // that answers the PROXY protocol line it received, stand in for a broken
 // carrier and for a proxy-protocol-aware service.
 //
-// Each test builds its own topology, so tests share nothing but the
-// binaries prepared in TestMain. The tests need root and skip otherwise;
+// Each test builds its own topology (nstest.MeshCluster), so tests share
+// nothing but the meshlaunch binary built in TestMain. The tests need root and skip otherwise;
 // the package has no code outside its tests.
 package nstunnel

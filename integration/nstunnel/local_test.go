@@ -33,45 +33,45 @@ const (
 func TestLocalForwards(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, clusterOpts{records: map[string]netip.Addr{loopName: netip.MustParseAddr("127.0.0.1")}})
-	c.topo.StartRole(t, c.topo.Pod, nobody, "httpecho", podLoopbackAddr)
-	c.topo.WaitTCP(t, c.topo.Pod, podLoopbackAddr, 10*time.Second)
+	c.Topo.StartRole(t, c.Topo.Pod, nobody, "httpecho", podLoopbackAddr)
+	c.Topo.WaitTCP(t, c.Topo.Pod, podLoopbackAddr, 10*time.Second)
 	p := c.startTunnel(t, "",
 		"-L", byIPPort+":"+nstest.ServiceIP+":80",
-		"-L", "127.0.0.1:"+byNamePort+":"+webName+":80",
+		"-L", "127.0.0.1:"+byNamePort+":"+nstest.WebName+":80",
 		"-L", "127.0.0.1:"+dnsPort+":"+nstest.ServiceIP+":53/udp",
 		"-L", metadataPort+":169.254.169.254:80",
 		"-L", loopNamePort+":"+loopName+":8080",
 		"--socks", "127.0.0.1:"+socksPort)
-	c.topo.WaitTCP(t, c.topo.Node, "127.0.0.1:"+socksPort, 10*time.Second) // the last listener opened
+	c.Topo.WaitTCP(t, c.Topo.Node, "127.0.0.1:"+socksPort, 10*time.Second) // the last listener opened
 	local := func(port string) string { return "http://127.0.0.1:" + port + "/" }
 
 	t.Run("service-by-ip", func(t *testing.T) {
-		body := c.retryUntil(t, c.topo.Node, 10*time.Second, anyOutput, curl(local(byIPPort))...)
+		body := c.retryUntil(t, c.Topo.Node, 10*time.Second, anyOutput, curl(local(byIPPort))...)
 		wantClientHost(t, "-L to "+nstest.ServiceIP+":80", body, nstest.PodIP)
 	})
 	t.Run("service-by-name", func(t *testing.T) {
-		body := c.retryUntil(t, c.topo.Node, 10*time.Second, anyOutput, curl(local(byNamePort))...)
-		wantClientHost(t, "-L to "+webName+":80", body, nstest.PodIP)
+		body := c.retryUntil(t, c.Topo.Node, 10*time.Second, anyOutput, curl(local(byNamePort))...)
+		wantClientHost(t, "-L to "+nstest.WebName+":80", body, nstest.PodIP)
 	})
 	t.Run("dns-over-udp", func(t *testing.T) {
-		out := c.retryUntil(t, c.topo.Node, 10*time.Second, anyOutput,
-			"dig", "@127.0.0.1", "-p", dnsPort, webName, "+short", "+time=2", "+tries=2")
+		out := c.retryUntil(t, c.Topo.Node, 10*time.Second, anyOutput,
+			"dig", "@127.0.0.1", "-p", dnsPort, nstest.WebName, "+short", "+time=2", "+tries=2")
 		if got := strings.TrimSpace(out); got != nstest.ServiceIP {
-			t.Errorf("dig %s through -L %s/udp answered %q, want %s", webName, dnsPort, got, nstest.ServiceIP)
+			t.Errorf("dig %s through -L %s/udp answered %q, want %s", nstest.WebName, dnsPort, got, nstest.ServiceIP)
 		}
 	})
 	t.Run("socks5", func(t *testing.T) {
-		body := c.retryUntil(t, c.topo.Node, 10*time.Second, anyOutput,
-			curl("http://"+webName+"/", "--socks5-hostname", "127.0.0.1:"+socksPort)...)
-		wantClientHost(t, "SOCKS5 CONNECT to "+webName, body, nstest.PodIP)
-		body = c.retryUntil(t, c.topo.Node, 10*time.Second, anyOutput,
+		body := c.retryUntil(t, c.Topo.Node, 10*time.Second, anyOutput,
+			curl("http://"+nstest.WebName+"/", "--socks5-hostname", "127.0.0.1:"+socksPort)...)
+		wantClientHost(t, "SOCKS5 CONNECT to "+nstest.WebName, body, nstest.PodIP)
+		body = c.retryUntil(t, c.Topo.Node, 10*time.Second, anyOutput,
 			curl("http://"+nstest.ServiceIP+"/", "--socks5", "127.0.0.1:"+socksPort)...)
 		wantClientHost(t, "SOCKS5 CONNECT to "+nstest.ServiceIP, body, nstest.PodIP)
 	})
 	t.Run("stdio", func(t *testing.T) {
 		opts := asNobody(20 * time.Second)
 		opts.Stdin = strings.NewReader("GET / HTTP/1.0\r\nHost: web\r\n\r\n")
-		stdout, stderr, code := c.topo.Run(t, c.topo.Node, opts, c.tunnelArgv("", "--stdio", nstest.ServiceIP+":80")...)
+		stdout, stderr, code := c.Topo.Run(t, c.Topo.Node, opts, c.tunnelArgv("", "--stdio", nstest.ServiceIP+":80")...)
 		if code != 0 {
 			t.Fatalf("tunnel --stdio exited %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 		}
@@ -95,11 +95,11 @@ func TestLocalForwards(t *testing.T) {
 // work right before.
 func (c *cluster) wantRefused(t *testing.T, p *nstest.Proc, control, url, dst, resolved, reason string) {
 	t.Helper()
-	if _, stderr, code := c.topo.Run(t, c.topo.Node, asNobody(0), curl(control)...); code != 0 {
+	if _, stderr, code := c.Topo.Run(t, c.Topo.Node, asNobody(0), curl(control)...); code != 0 {
 		t.Fatalf("positive control %s: curl exit %d: %s", control, code, stderr)
 	}
 	start := time.Now()
-	stdout, _, code := c.topo.Run(t, c.topo.Node, asNobody(0), curl(url)...)
+	stdout, _, code := c.Topo.Run(t, c.Topo.Node, asNobody(0), curl(url)...)
 	elapsed := time.Since(start)
 	if code == 0 {
 		t.Fatalf("%s (to %s) answered %q, want a refusal", url, dst, stdout)

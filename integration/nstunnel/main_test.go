@@ -1,122 +1,31 @@
 package nstunnel
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/meshlaunch/meshlaunch/integration/nstest"
 )
 
-// nstestRoleEnv makes a copy of the test binary run an nstest role
-// (nstest's contract with Main); roleEnv runs one of this package's roles
-// (roles_test.go) instead.
-const (
-	nstestRoleEnv = "NSTEST_ROLE"
-	roleEnv       = "NSTUNNEL_ROLE"
-)
+// roleEnv runs one of this package's roles (roles_test.go) in a copy of
+// the test binary; nstest.RoleEnv runs an nstest role instead.
+const roleEnv = "NSTUNNEL_ROLE"
 
-// Binaries every test installs into its own directory: built or copied
-// once, then unlinked and kept open, so that nothing is left behind
-// however the process ends (nstest.Main exits without returning).
-var (
-	meshlaunchBin *os.File // meshlaunch, built by TestMain
-	testBin       *os.File // this test binary, for this package's roles
-)
+// meshlaunchBin is meshlaunch, built once by TestMain (nstest.BuildMeshlaunch)
+// and installed by every test into its own cluster's directory.
+var meshlaunchBin *os.File
 
 func TestMain(m *testing.M) {
 	if role := os.Getenv(roleEnv); role != "" {
 		os.Exit(runRole(role, os.Args[1:]))
 	}
-	if os.Getenv(nstestRoleEnv) == "" && os.Geteuid() == 0 {
-		if err := openBinaries(); err != nil {
+	if os.Getenv(nstest.RoleEnv) == "" && os.Geteuid() == 0 {
+		var err error
+		if meshlaunchBin, err = nstest.BuildMeshlaunch(); err != nil {
 			fmt.Fprintf(os.Stderr, "nstunnel: %v\n", err)
 			os.Exit(1)
 		}
 	}
 	nstest.Main(m) // runs an nstest role and exits, or runs the tests and exits
-}
-
-// openBinaries builds meshlaunch and opens it and the test binary. Without
-// root the tests skip, so nothing is built.
-func openBinaries() error {
-	var err error
-	if meshlaunchBin, err = buildMeshlaunch(); err != nil {
-		return err
-	}
-	if testBin, err = os.Open("/proc/self/exe"); err != nil {
-		return fmt.Errorf("open test binary: %w", err)
-	}
-	return nil
-}
-
-// buildMeshlaunch builds a static meshlaunch from the module root into a
-// temporary directory, opens it and removes the directory.
-func buildMeshlaunch() (*os.File, error) {
-	root, err := moduleRoot()
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "nstunnel-build-")
-	if err != nil {
-		return nil, fmt.Errorf("build meshlaunch: %w", err)
-	}
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "meshlaunch")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", path, "./cmd/meshlaunch")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build ./cmd/meshlaunch: %w\n%s", err, out)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("build meshlaunch: %w", err)
-	}
-	return f, nil
-}
-
-// moduleRoot is the directory of the go.mod that holds this package.
-func moduleRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return "", errors.New("go env GOMOD: not inside a module")
-	}
-	return filepath.Dir(gomod), nil
-}
-
-// install copies src into dir as name, executable by every user, and
-// returns its path.
-func install(t *testing.T, dir, name string, src *os.File) string {
-	t.Helper()
-	if src == nil {
-		t.Fatal("binaries not prepared: TestMain runs as root only")
-	}
-	st, err := src.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, name)
-	out, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = io.Copy(out, io.NewSectionReader(src, 0, st.Size()))
-	if err = errors.Join(err, out.Close()); err != nil {
-		t.Fatalf("install %s: %v", name, err)
-	}
-	return path
 }

@@ -20,14 +20,14 @@ const relayAddr = "127.0.0.1:9443"
 func TestReverseSurvivesWebsocketReset(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, clusterOpts{loopbackSAN: true})
-	c.topo.StartRole(t, c.topo.Node, nobody, "httpecho", nodeHTTP)
-	relay := c.startRole(t, c.topo.Node, "relay", relayAddr, nstest.EdgeNodeIP+":443")
+	c.Topo.StartRole(t, c.Topo.Node, nobody, "httpecho", nodeHTTP)
+	relay := c.startRole(t, c.Topo.Node, "relay", relayAddr, nstest.EdgeNodeIP+":443")
 	waitStdout(t, relay, 10*time.Second, "relay listening")
-	c.topo.WaitTCP(t, c.topo.Node, nodeHTTP, 10*time.Second)
+	c.Topo.WaitTCP(t, c.Topo.Node, nodeHTTP, 10*time.Second)
 
 	p := c.startTunnel(t, "wss://"+relayAddr, "-R", exposedTCP+":"+nodeHTTP)
 	waitLog(t, p, 15*time.Second, "-R "+exposedTCP+" registered", registered(exposedTCP))
-	body := c.retryUntil(t, c.topo.Svc, 10*time.Second, anyOutput, curl(podURL)...)
+	body := c.retryUntil(t, c.Topo.Svc, 10*time.Second, anyOutput, curl(podURL)...)
 	wantClientHost(t, "GET "+podURL+" before the reset", body, "127.0.0.1")
 
 	reset := time.Now()
@@ -43,7 +43,7 @@ func TestReverseSurvivesWebsocketReset(t *testing.T) {
 	// which holds a client for its 10 s dial timeout when no job is
 	// connected; so the cluster client waits for the new registration.
 	waitLogN(t, p, 10*time.Second, 2, "a second registration of -R "+exposedTCP, registered(exposedTCP))
-	body = c.retryUntil(t, c.topo.Svc, max(10*time.Second-time.Since(reset), time.Second), anyOutput,
+	body = c.retryUntil(t, c.Topo.Svc, max(10*time.Second-time.Since(reset), time.Second), anyOutput,
 		curl(podURL, "--max-time", "3")...)
 	wantClientHost(t, "GET "+podURL+" after the reset", body, "127.0.0.1")
 	if d := time.Since(reset); d > 10*time.Second {

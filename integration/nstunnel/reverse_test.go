@@ -35,15 +35,15 @@ func registered(port string) func(logRecord) bool {
 func TestReverseForwards(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, clusterOpts{})
-	c.topo.StartRole(t, c.topo.Node, nobody, "httpecho", nodeHTTP)
-	c.topo.StartRole(t, c.topo.Node, nobody, "udpecho", nodeUDP)
-	c.topo.WaitTCP(t, c.topo.Node, nodeHTTP, 10*time.Second)
+	c.Topo.StartRole(t, c.Topo.Node, nobody, "httpecho", nodeHTTP)
+	c.Topo.StartRole(t, c.Topo.Node, nobody, "udpecho", nodeUDP)
+	c.Topo.WaitTCP(t, c.Topo.Node, nodeHTTP, 10*time.Second)
 	first := c.startTunnel(t, "", "-R", exposedTCP+":"+nodeHTTP, "-R", exposedUDP+":"+nodeUDP+"/udp")
 	waitLog(t, first, 15*time.Second, "-R "+exposedTCP+" registered", registered(exposedTCP))
 	waitLog(t, first, 15*time.Second, "-R "+exposedUDP+"/udp registered", registered(exposedUDP))
 
 	t.Run("tcp", func(t *testing.T) {
-		body := c.retryUntil(t, c.topo.Svc, 10*time.Second, anyOutput, curl(podURL)...)
+		body := c.retryUntil(t, c.Topo.Svc, 10*time.Second, anyOutput, curl(podURL)...)
 		// httpecho on the node sees the tunnel client dial it locally.
 		wantClientHost(t, "GET "+podURL+" from svc", body, "127.0.0.1")
 	})
@@ -51,7 +51,7 @@ func TestReverseForwards(t *testing.T) {
 		addr := nstest.PodIP + ":" + exposedUDP
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			_, stderr, code := c.topo.RunRole(t, c.topo.Svc, nstest.ProcOpts{User: nobody}, "echocheck", "udp", addr)
+			_, stderr, code := c.Topo.RunRole(t, c.Topo.Svc, nstest.ProcOpts{User: nobody}, "echocheck", "udp", addr)
 			if code == 0 {
 				break
 			}
@@ -65,7 +65,7 @@ func TestReverseForwards(t *testing.T) {
 		// The positive control is "tcp" above: the same -R form on 9000.
 		start := time.Now()
 		opts := asNobody(20 * time.Second)
-		_, stderr, code := c.topo.Run(t, c.topo.Node, opts, c.tunnelArgv("", "-R", "9999:"+nodeHTTP)...)
+		_, stderr, code := c.Topo.Run(t, c.Topo.Node, opts, c.tunnelArgv("", "-R", "9999:"+nodeHTTP)...)
 		elapsed := time.Since(start)
 		if code == 0 {
 			t.Fatalf("tunnel -R 9999 exited 0, want a refusal\nstderr:\n%s", stderr)
@@ -81,7 +81,7 @@ func TestReverseForwards(t *testing.T) {
 		t.Logf("-R 9999: exit %d after %v", code, elapsed.Round(time.Millisecond))
 	})
 	t.Run("replaced-with-proxy-protocol", func(t *testing.T) {
-		pl := c.startRole(t, c.topo.Node, "proxyline", nodeProxyLine)
+		pl := c.startRole(t, c.Topo.Node, "proxyline", nodeProxyLine)
 		waitStdout(t, pl, 10*time.Second, "proxyline listening")
 		second := c.startTunnel(t, "", "--proxy-protocol", "-R", exposedTCP+":"+nodeProxyLine)
 		waitLog(t, second, 15*time.Second, "-R "+exposedTCP+" registered", registered(exposedTCP))
@@ -93,7 +93,7 @@ func TestReverseForwards(t *testing.T) {
 		if code == 0 || !strings.Contains(first.Stderr(), "another client registered the same pod port") {
 			t.Errorf("first tunnel: exit %d, want non-zero naming the takeover\nstderr:\n%s", code, first.Stderr())
 		}
-		body := c.retryUntil(t, c.topo.Svc, 10*time.Second, func(s string) bool { return strings.HasPrefix(s, "PROXY ") },
+		body := c.retryUntil(t, c.Topo.Svc, 10*time.Second, func(s string) bool { return strings.HasPrefix(s, "PROXY ") },
 			curl(podURL)...)
 		f := strings.Fields(body)
 		if len(f) != 6 || f[1] != "TCP4" || f[2] != nstest.SvcHostIP || f[3] != nstest.PodIP || f[5] != exposedTCP {

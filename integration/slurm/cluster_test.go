@@ -2,12 +2,8 @@ package slurm
 
 import (
 	"crypto/rand"
-	"crypto/tls"
 	"encoding/hex"
-	"net/http"
-	"net/netip"
 	"os"
-	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
@@ -23,44 +19,38 @@ const (
 	// sidecarAddr is where the sidecar listens and nginx proxies to (the
 	// port of deploy/interlink/shadow-pod.yaml).
 	sidecarAddr = nstest.PodIP + ":28080"
-	// webName resolves to ServiceIP in the cluster's DNS; jobs ask for
-	// "web" and the pod's search path completes it.
-	webName = "web.default.svc.cluster.local"
 )
 
-// cluster is one nstest topology (httpecho on the Service, dnsmasq naming
-// it webName, nginx as the Ingress to sidecarAddr) and a SLURM in its node
-// namespace. Each subtest starts its own sidecar.
+// cluster is an nstest.MeshCluster whose Ingress proxies to sidecarAddr
+// and a SLURM in its node namespace. Each subtest starts its own sidecar.
+// The cluster's directory (0755) holds meshlaunch, the sidecars' secrets
+// and SLURM's files.
 type cluster struct {
-	topo    *nstest.Topology
-	ingress *nstest.Ingress
-	slurm   *slurmCluster
-	dir     string // 0755: meshlaunch, the sidecars' secrets, SLURM's files
-	bin     string // meshlaunch, executable by every user
-	uid     int    // nobody's
-	gid     int
+	*nstest.MeshCluster
+	slurm *slurmCluster
+	uid   int // nobody's
+	gid   int
 }
 
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
-	topo := nstest.NewTopology(t, nstest.Options{}) // skips unless root
+	nstest.Require(t)
 	u, err := user.Lookup(nobody)
 	if err != nil {
 		t.Skipf("no user %s: %v", nobody, err)
 	}
-	c := &cluster{topo: topo, dir: sharedDir(t)}
+	c := &cluster{MeshCluster: nstest.NewMeshCluster(t, nstest.MeshOpts{
+		Meshlaunch:  meshlaunchBin,
+		SidecarAddr: sidecarAddr,
+		NoSidecar:   true,
+	})}
 	c.uid, _ = strconv.Atoi(u.Uid)
 	c.gid, _ = strconv.Atoi(u.Gid)
-	c.bin = install(t, c.dir, "meshlaunch", meshlaunchBin)
-	topo.StartRole(t, topo.Svc, "", "httpecho", nstest.ServiceIP+":80")
-	topo.StartDNS(t, map[string]netip.Addr{webName: netip.MustParseAddr(nstest.ServiceIP)})
-	c.ingress = topo.StartIngress(t, nstest.IngressOpts{Upstream: sidecarAddr})
-	topo.WaitTCP(t, topo.Svc, nstest.ServiceIP+":80", 10*time.Second)
-	slurmDir := filepath.Join(c.dir, "slurm")
+	slurmDir := filepath.Join(c.Dir, "slurm")
 	if err := os.Mkdir(slurmDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	c.slurm = startSlurm(t, topo, slurmDir)
+	c.slurm = startSlurm(t, c.Topo, slurmDir)
 	return c
 }
 
@@ -71,53 +61,20 @@ func newCluster(t *testing.T) *cluster {
 // through the Ingress.
 func (c *cluster) startSidecar(t *testing.T, secret string, env []string, args ...string) *nstest.Proc {
 	t.Helper()
-	dir := c.privateDir(t, filepath.Join(c.dir, "sidecar-"+sanitize(t.Name())))
+	dir := c.privateDir(t, filepath.Join(c.Dir, "sidecar-"+sanitize(t.Name())))
 	token := c.writeSecret(t, dir, secret)
-	argv := append([]string{c.bin, "sidecar", "--listen", sidecarAddr, "--token-file", token,
+	argv := append([]string{c.Bin, "sidecar", "--listen", sidecarAddr, "--token-file", token,
 		"--shutdown-grace", "1s"}, args...)
-	p := c.topo.Start(t, c.topo.Pod, nstest.ProcOpts{User: nobody, Env: env}, argv...)
-	c.waitReady(t, p, 15*time.Second)
+	p := c.Topo.Start(t, c.Topo.Pod, nstest.ProcOpts{User: nobody, Env: env}, argv...)
+	c.WaitReady(t, p, 15*time.Second)
 	return p
-}
-
-// waitReady polls the sidecar's /readyz from the node through the
-// Ingress, the launcher's own path, until it answers 200.
-func (c *cluster) waitReady(t *testing.T, sidecar *nstest.Proc, timeout time.Duration) {
-	t.Helper()
-	tr := &http.Transport{
-		DialContext:       nstest.DialerIn(t, c.topo.Node),
-		TLSClientConfig:   &tls.Config{RootCAs: c.ingress.Certs.CAPool()},
-		DisableKeepAlives: true,
-	}
-	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr, Timeout: 2 * time.Second}
-	url := strings.Replace(c.ingress.URL, "wss://", "https://", 1) + "/readyz"
-	deadline := time.Now().Add(timeout)
-	for {
-		resp, err := client.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		select {
-		case <-sidecar.Done():
-			t.Fatalf("sidecar exited before it was ready:\n%s", sidecar.Stderr())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sidecar not ready at %s within %v (last error: %v)", url, timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // jobDir makes a directory for one job, nobody's with mode 0700, inside
 // the cluster's directory.
 func (c *cluster) jobDir(t *testing.T, name string) string {
 	t.Helper()
-	return c.privateDir(t, filepath.Join(c.dir, "job-"+name))
+	return c.privateDir(t, filepath.Join(c.Dir, "job-"+name))
 }
 
 // privateDir makes path, nobody's with mode 0700.
@@ -154,16 +111,6 @@ func (c *cluster) writeFile(t *testing.T, path, text string, mode os.FileMode) s
 	return path
 }
 
-// newToken returns a fresh secret from "meshlaunch token".
-func (c *cluster) newToken(t *testing.T) string {
-	t.Helper()
-	out, err := exec.Command(c.bin, "token").Output()
-	if err != nil {
-		t.Fatalf("meshlaunch token: %v", err)
-	}
-	return strings.TrimSpace(string(out))
-}
-
 // randomPassword returns a secret shaped like interLink's RandomPassword:
 // 16 random bytes in hex.
 func randomPassword(t *testing.T) string {
@@ -173,25 +120,6 @@ func randomPassword(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return hex.EncodeToString(b)
-}
-
-// sharedDir is a directory every user can read and traverse, removed at
-// t's cleanup.
-func sharedDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "meshlaunch-slurm-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := os.RemoveAll(dir); err != nil {
-			t.Errorf("remove %s: %v", dir, err)
-		}
-	})
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return dir
 }
 
 // sanitize turns a test name into a file name.

@@ -33,7 +33,7 @@ func TestSlurm(t *testing.T) {
 // http://web/"; the Service answers with the client address it saw, the
 // pod IP, and the job completes with status 0, as nobody.
 func (c *cluster) testSrun(t *testing.T) {
-	secret := c.newToken(t)
+	secret := c.NewSecret(t)
 	c.startSidecar(t, secret, nil, "--pod-ip", nstest.PodIP,
 		"--route", nstest.ServiceCIDR, "--route", nstest.ClusterCIDR)
 	dir := c.jobDir(t, "srun")
@@ -45,7 +45,7 @@ func (c *cluster) testSrun(t *testing.T) {
 #SBATCH --ntasks=1
 #SBATCH --time=2
 srun %[2]s run --server %[3]s --ca-file %[4]s --token-file %[5]s -- curl -sS --max-time 10 http://web/
-`, dir, c.bin, c.ingress.URL, c.ingress.CAFile, token), 0o644)
+`, dir, c.Bin, c.Ingress.URL, c.Ingress.CAFile, token), 0o644)
 
 	id := c.slurm.submit(t, nobody, dir, nil, script)
 	info := c.slurm.waitJob(t, id, jobTimeout)
@@ -57,7 +57,7 @@ srun %[2]s run --server %[3]s --ca-file %[4]s --token-file %[5]s -- curl -sS --m
 		t.Errorf("job %s ran as %s, want %s", id, info.User, nobody)
 	}
 	wantClient(t, "curl http://web/ in the job", stdout, nstest.PodIP)
-	if !strings.Contains(stderr, "meshlaunch: joined "+c.ingress.URL+" as "+nstest.PodIP) {
+	if !strings.Contains(stderr, "meshlaunch: joined "+c.Ingress.URL+" as "+nstest.PodIP) {
 		t.Errorf("the launcher's status line is missing from the job's stderr")
 	}
 	t.Logf("job %s: %v\njob.out:\n%s\njob.err:\n%s", id, info, stdout, stderr)
@@ -66,7 +66,7 @@ srun %[2]s run --server %[3]s --ca-file %[4]s --token-file %[5]s -- curl -sS --m
 // testScancel: scancel by the submitting user ends a job whose program
 // runs under "meshlaunch run", and nothing of it is left on the node.
 func (c *cluster) testScancel(t *testing.T) {
-	secret := c.newToken(t)
+	secret := c.NewSecret(t)
 	c.startSidecar(t, secret, nil, "--pod-ip", nstest.PodIP, "--route", nstest.ServiceCIDR)
 	dir := c.jobDir(t, "scancel")
 	token := c.writeSecret(t, dir, secret)
@@ -77,7 +77,7 @@ func (c *cluster) testScancel(t *testing.T) {
 #SBATCH --ntasks=1
 #SBATCH --time=2
 srun %[2]s run --server %[3]s --ca-file %[4]s --token-file %[5]s -- sleep %[6]s
-`, dir, c.bin, c.ingress.URL, c.ingress.CAFile, token, sleepMarker), 0o644)
+`, dir, c.Bin, c.Ingress.URL, c.Ingress.CAFile, token, sleepMarker), 0o644)
 
 	id := c.slurm.submit(t, nobody, dir, nil, script)
 	deadline := time.Now().Add(jobTimeout)
@@ -166,8 +166,8 @@ exit 3
 `, dir, preExec), 0o644)
 
 	// The site's environment: meshlaunch in PATH, the Ingress's CA.
-	env := []string{"PATH=" + c.dir + ":/usr/local/bin:/usr/bin:/bin", "TMPDIR=" + tmp,
-		"MESHLAUNCH_CA_FILE=" + c.ingress.CAFile}
+	env := []string{"PATH=" + c.Dir + ":/usr/local/bin:/usr/bin:/bin", "TMPDIR=" + tmp,
+		"MESHLAUNCH_CA_FILE=" + c.Ingress.CAFile}
 	id := c.slurm.submit(t, nobody, dir, env, script)
 	info := c.slurm.waitJob(t, id, jobTimeout)
 	out := readFile(filepath.Join(dir, "job.out"))
