@@ -41,7 +41,8 @@ MESHLAUNCH_LOG_LEVEL, and so on (upper case, dashes become underscores); a
 flag given on the command line wins. Logs go to stderr.
 
 Exit status: 0 on success, 1 when a command fails, 2 when the command line or
-the environment is invalid.`
+the environment is invalid; 'meshlaunch run' exits with the job's own status
+(128+N if it died of signal N) once the job has started.`
 
 // app holds what one invocation of meshlaunch reads and writes. Commands use
 // its streams, never the os ones, so tests can run them in-process.
