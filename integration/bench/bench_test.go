@@ -28,7 +28,7 @@ func TestBench(t *testing.T) {
 	load := loadAverage()
 	b := newBench(t, cfg) // skips unless root
 	b.res.loadBefore = load
-	t.Logf("topology %s ready after %v", b.topo.Prefix, time.Since(start).Round(time.Millisecond))
+	t.Logf("topology %s ready after %v", b.Topo.Prefix, time.Since(start).Round(time.Millisecond))
 
 	// "meshlaunch run -- true" first: the long-lived launcher below holds
 	// the peer's session, and each new launcher would take it over.

@@ -2,11 +2,9 @@ package bench
 
 import (
 	"cmp"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/user"
@@ -23,12 +21,10 @@ import (
 
 // Ports and addresses of the benchmark, all inside the topology.
 const (
-	nobody = "nobody"
-	// sidecarAddr is where the sidecar listens and nginx proxies to.
-	sidecarAddr = nstest.PodIP + ":8080"
-	iperfPort   = "5201" // iperf3 servers in svc, node and edge
-	pingPort    = "7001" // ping-pong servers in svc, node and edge
-	sinkPort    = "7002" // the 1,000 idle flows' server in svc
+	nobody    = "nobody"
+	iperfPort = "5201" // iperf3 servers in svc, node and edge
+	pingPort  = "7001" // ping-pong servers in svc, node and edge
+	sinkPort  = "7002" // the 1,000 idle flows' server in svc
 	// Exposed ports of the pod: the job's own servers (mesh ingress) and
 	// the tunnel's -R registrations.
 	jobIperfPort    = "9000"
@@ -43,17 +39,13 @@ const (
 	pastaPrefixBits = "24"         // 198.18.0.2 is not local in it
 )
 
-// bench is one topology with everything the paths need.
+// bench is one nstest.MeshCluster with everything the paths need: Roles
+// is the copy of the test binary ($BENCH_ROLE picks the role), Token the
+// shared secret's file.
 type bench struct {
-	cfg     config
-	topo    *nstest.Topology
-	ingress *nstest.Ingress
-	sidecar *nstest.Proc
-	dir     string // 0755, removed at cleanup
-	bin     string // meshlaunch
-	roles   string // the test binary: $BENCH_ROLE picks the role
-	token   string // the shared secret's file
-	nobody  [2]int // uid, gid
+	*nstest.MeshCluster
+	cfg    config
+	nobody [2]int // uid, gid
 
 	launcher    *nstest.Proc // the long-lived "meshlaunch run", job = agent
 	launcherPid int          // the launcher's parent half, in node
@@ -74,7 +66,7 @@ type cmdNote struct{ what, ns, user, argv string }
 // written as $DIR.
 func (b *bench) note(what, ns, user string, argv ...string) {
 	s := strings.Join(argv, " ")
-	for _, r := range []struct{ from, to string }{{b.roles, "$ROLES"}, {b.bin, "meshlaunch"}, {b.caFile(), "$CA"}, {b.dir, "$DIR"}} {
+	for _, r := range []struct{ from, to string }{{b.Roles, "$ROLES"}, {b.Bin, "meshlaunch"}, {b.Ingress.CAFile, "$CA"}, {b.Dir, "$DIR"}} {
 		if r.from != "" {
 			s = strings.ReplaceAll(s, r.from, r.to)
 		}
@@ -82,39 +74,30 @@ func (b *bench) note(what, ns, user string, argv ...string) {
 	b.cmds = append(b.cmds, cmdNote{what: what, ns: ns, user: cmp.Or(user, "root"), argv: s})
 }
 
-// caFile is the Ingress's CA bundle, "" before the Ingress runs.
-func (b *bench) caFile() string {
-	if b.ingress == nil {
-		return ""
-	}
-	return b.ingress.CAFile
-}
-
 // nsLabel names a namespace of the topology by its role.
 func (b *bench) nsLabel(ns string) string {
-	return strings.TrimPrefix(ns, b.topo.Prefix)
+	return strings.TrimPrefix(ns, b.Topo.Prefix)
 }
 
+// newBench builds the cluster (nstest.NewMeshCluster: the sidecar as
+// nobody exposing the job's and the tunnel's ports, nginx, the secret)
+// and starts the servers in svc, node and edge.
 func newBench(t *testing.T, cfg config) *bench {
 	t.Helper()
-	topo := nstest.NewTopology(t, nstest.Options{}) // skips unless root
 	u, err := user.Lookup(nobody)
 	if err != nil {
 		t.Skipf("no user %s: %v", nobody, err)
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
-	b := &bench{cfg: cfg, topo: topo, dir: sharedDir(t), nobody: [2]int{uid, gid}}
-	b.bin = install(t, b.dir, "meshlaunch", meshlaunchBin)
-	b.roles = install(t, b.dir, "bench-roles", testBin)
-	b.token = filepath.Join(b.dir, "token")
-	out, err := exec.Command(b.bin, "token").Output()
-	if err != nil {
-		t.Fatalf("meshlaunch token: %v", err)
-	}
-	if err := os.WriteFile(b.token, out, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	b := &bench{cfg: cfg, nobody: [2]int{uid, gid}}
+	b.MeshCluster = nstest.NewMeshCluster(t, nstest.MeshOpts{ // skips unless root
+		Meshlaunch: meshlaunchBin,
+		Roles:      "bench-roles",
+		Sidecar:    nstest.SidecarOpts{Expose: []string{jobIperfPort, jobPingPort, revIperfPort, revPingPort}},
+	})
+	waitExe(t, b.Sidecar.Pid(), "/meshlaunch") // its memory is measured by pid
+	topo := b.Topo
 	b.note("secret", "", "", "meshlaunch token > $DIR/token")
 
 	// Servers: iperf3 and ping-pong in svc (the Service IP), node (all
@@ -136,59 +119,18 @@ func newBench(t *testing.T, cfg config) *bench {
 	}
 	b.startRole(t, topo.Svc, "sink", nstest.ServiceIP+":"+sinkPort)
 
-	b.ingress = topo.StartIngress(t, nstest.IngressOpts{Upstream: sidecarAddr})
-	b.note("Ingress", "edge", "root (workers nobody)", "nginx: TLS on "+nstest.EdgeNodeIP+":443, proxy_pass http://"+sidecarAddr+", websocket upgrade, proxy_buffering off")
-	sidecar := []string{b.bin, "sidecar", "--listen", sidecarAddr, "--token-file", b.token,
-		"--pod-ip", nstest.PodIP, "--route", nstest.ServiceCIDR, "--route", nstest.ClusterCIDR}
-	for _, port := range []string{jobIperfPort, jobPingPort, revIperfPort, revPingPort} {
-		sidecar = append(sidecar, "--expose", port)
-	}
-	b.sidecar = topo.Start(t, topo.Pod, nstest.ProcOpts{User: nobody}, sidecar...)
-	b.note("sidecar", "pod", nobody, sidecar...)
-	waitExe(t, b.sidecar.Pid(), "/meshlaunch")
-	b.waitReady(t, 15*time.Second)
+	// NewMeshCluster started these two first; the report lists them here.
+	b.note("Ingress", "edge", "root (workers nobody)", "nginx: TLS on "+nstest.EdgeNodeIP+":443, proxy_pass http://"+nstest.SidecarAddr+", websocket upgrade, proxy_buffering off")
+	b.note("sidecar", "pod", nobody, b.SidecarArgv()...)
 	return b
 }
 
 // startRole runs one of this package's roles as nobody in ns.
 func (b *bench) startRole(t *testing.T, ns, role string, args ...string) *nstest.Proc {
 	t.Helper()
-	argv := append([]string{b.roles}, args...)
+	argv := append([]string{b.Roles}, args...)
 	b.note(role+" (this package's role)", b.nsLabel(ns), nobody, append([]string{roleEnv + "=" + role}, argv...)...)
-	return b.topo.Start(t, ns, nstest.ProcOpts{User: nobody, Env: []string{roleEnv + "=" + role}}, argv...)
-}
-
-// waitReady polls the sidecar's /readyz from the node through the
-// Ingress until it answers 200.
-func (b *bench) waitReady(t *testing.T, timeout time.Duration) {
-	t.Helper()
-	tr := &http.Transport{
-		DialContext:       nstest.DialerIn(t, b.topo.Node),
-		TLSClientConfig:   &tls.Config{RootCAs: b.ingress.Certs.CAPool()},
-		DisableKeepAlives: true,
-	}
-	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr, Timeout: 2 * time.Second}
-	url := strings.Replace(b.ingress.URL, "wss://", "https://", 1) + "/readyz"
-	deadline := time.Now().Add(timeout)
-	for {
-		resp, err := client.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		select {
-		case <-b.sidecar.Done():
-			t.Fatalf("sidecar exited before it was ready:\n%s", b.sidecar.Stderr())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sidecar not ready at %s within %v (last error: %v)", url, timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return b.Topo.Start(t, ns, nstest.ProcOpts{User: nobody, Env: []string{roleEnv + "=" + role}}, argv...)
 }
 
 // setprivNobody drops to nobody with no capabilities at all, as nstest
@@ -221,8 +163,8 @@ func launcherOpts(timeout time.Duration) nstest.ProcOpts {
 
 // runArgv is "meshlaunch run" with the cluster's Ingress and secret.
 func (b *bench) runArgv(job ...string) []string {
-	argv := []string{b.bin, "run", "--server", b.ingress.URL, "--ca-file", b.ingress.CAFile,
-		"--token-file", b.token, "--wait", "30s", "--quiet", "--"}
+	argv := []string{b.Bin, "run", "--server", b.Ingress.URL, "--ca-file", b.Ingress.CAFile,
+		"--token-file", b.Token, "--wait", "30s", "--quiet", "--"}
 	return append(argv, job...)
 }
 
@@ -230,7 +172,7 @@ func (b *bench) runArgv(job ...string) []string {
 // agent, and waits until the agent answers.
 func (b *bench) startLauncher(t *testing.T) {
 	t.Helper()
-	agentDir := filepath.Join(b.dir, "agent")
+	agentDir := filepath.Join(b.Dir, "agent")
 	if err := os.Mkdir(agentDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -238,9 +180,9 @@ func (b *bench) startLauncher(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.agentSock = filepath.Join(agentDir, "agent.sock")
-	job := []string{"env", roleEnv + "=agent", b.roles, b.agentSock}
+	job := []string{"env", roleEnv + "=agent", b.Roles, b.agentSock}
 	argv := append(b.asNobodyWithTun(t), b.runArgv(job...)...)
-	b.launcher = b.topo.Start(t, b.topo.Node, launcherOpts(0), argv...)
+	b.launcher = b.Topo.Start(t, b.Topo.Node, launcherOpts(0), argv...)
 	b.note("launcher (long-lived; its job runs the clients and servers of the mesh and host-NAT paths)", "node", nobody+", private /dev/net/tun 0666", b.runArgv(job...)...)
 	b.launcherPid = b.launcher.Pid()
 	waitExe(t, b.launcherPid, "/meshlaunch")
@@ -322,10 +264,10 @@ func (b *bench) startJobServers(t *testing.T) {
 	iperf := []string{"iperf3", "-s", "-p", jobIperfPort, "--forceflush"}
 	_, out := b.startInJob(t, iperf, nil)
 	b.note("iperf3 server as the job (exposed port)", "job", nobody, iperf...)
-	b.startInJob(t, []string{b.roles, "0.0.0.0:" + jobPingPort}, []string{roleEnv + "=pingserver"})
-	b.note("ping-pong server as the job (exposed port)", "job", nobody, roleEnv+"=pingserver", b.roles, "0.0.0.0:"+jobPingPort)
+	b.startInJob(t, []string{b.Roles, "0.0.0.0:" + jobPingPort}, []string{roleEnv + "=pingserver"})
+	b.note("ping-pong server as the job (exposed port)", "job", nobody, roleEnv+"=pingserver", b.Roles, "0.0.0.0:"+jobPingPort)
 	waitFile(t, out, 10*time.Second, "Server listening")
-	b.waitPing(t, "cluster → job", b.inNS(b.topo.Svc), nstest.PodIP+":"+jobPingPort, 20*time.Second)
+	b.waitPing(t, "cluster → job", b.inNS(b.Topo.Svc), nstest.PodIP+":"+jobPingPort, 20*time.Second)
 }
 
 // startTunnel starts "meshlaunch tunnel" as nobody in node with -L to
@@ -333,21 +275,21 @@ func (b *bench) startJobServers(t *testing.T) {
 // servers on 127.0.0.1, and waits until both directions carry a ping.
 func (b *bench) startTunnel(t *testing.T) {
 	t.Helper()
-	argv := []string{b.bin, "tunnel", "--server", b.ingress.URL, "--ca-file", b.ingress.CAFile, "--token-file", b.token,
+	argv := []string{b.Bin, "tunnel", "--server", b.Ingress.URL, "--ca-file", b.Ingress.CAFile, "--token-file", b.Token,
 		"-L", "127.0.0.1:" + localIperfPort + ":" + nstest.ServiceIP + ":" + iperfPort,
 		"-L", "127.0.0.1:" + localPingPort + ":" + nstest.ServiceIP + ":" + pingPort,
 		"-R", revIperfPort + ":127.0.0.1:" + iperfPort,
 		"-R", revPingPort + ":127.0.0.1:" + pingPort}
 	opts := launcherOpts(0)
 	opts.User = nobody
-	b.tunnel = b.topo.Start(t, b.topo.Node, opts, argv...)
+	b.tunnel = b.Topo.Start(t, b.Topo.Node, opts, argv...)
 	b.note("tunnel", "node", nobody, argv...)
 	waitExe(t, b.tunnel.Pid(), "/meshlaunch")
 	for _, port := range []string{revIperfPort, revPingPort} {
 		waitStderr(t, b.tunnel, 20*time.Second, "reverse port registered", "pod_port="+port)
 	}
-	b.waitPing(t, "tunnel -L", b.inNS(b.topo.Node), "127.0.0.1:"+localPingPort, 20*time.Second)
-	b.waitPing(t, "tunnel -R", b.inNS(b.topo.Svc), nstest.PodIP+":"+revPingPort, 20*time.Second)
+	b.waitPing(t, "tunnel -L", b.inNS(b.Topo.Node), "127.0.0.1:"+localPingPort, 20*time.Second)
+	b.waitPing(t, "tunnel -R", b.inNS(b.Topo.Svc), nstest.PodIP+":"+revPingPort, 20*time.Second)
 }
 
 // userNS is a user and network namespace created by nobody in node and
@@ -373,18 +315,18 @@ func (b *bench) startUserNS(t *testing.T, name, pkg string, helper func(pid stri
 		return userNS{na: fmt.Sprintf("%s not installed (apt-get install %s)", helper("0")[0], pkg)}
 	}
 	holderArgv := []string{"unshare", "--user", "--net", "--map-root-user", "sleep", "infinity"}
-	u := userNS{holder: b.topo.Start(t, b.topo.Node, nstest.ProcOpts{User: nobody}, holderArgv...)}
+	u := userNS{holder: b.Topo.Start(t, b.Topo.Node, nstest.ProcOpts{User: nobody}, holderArgv...)}
 	b.note(name+": the user namespace", "node", nobody, holderArgv...)
 	if err := waitOwnNetNS(u.holder.Pid(), 5*time.Second); err != nil {
 		return userNS{na: "unshare --user --net: " + err.Error()}
 	}
 	argv := helper(strconv.Itoa(u.holder.Pid()))
-	u.helper = b.topo.Start(t, b.topo.Node, nstest.ProcOpts{}, append(b.asNobodyWithTun(t), argv...)...)
+	u.helper = b.Topo.Start(t, b.Topo.Node, nstest.ProcOpts{}, append(b.asNobodyWithTun(t), argv...)...)
 	b.note(name+" (PID: the namespace's sleep)", "node", nobody+", private /dev/net/tun 0666", helper("PID")...)
 	run := b.inUserNS(u)
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		stdout, stderr, code := run(t, []string{b.roles, dst, "1", "0"}, []string{roleEnv + "=pingclient"}, 20*time.Second)
+		stdout, stderr, code := run(t, []string{b.Roles, dst, "1", "0"}, []string{roleEnv + "=pingclient"}, 20*time.Second)
 		if code == 0 {
 			return u
 		}
@@ -427,7 +369,7 @@ type runner func(t *testing.T, argv, env []string, timeout time.Duration) (stdou
 func (b *bench) inNS(ns string) runner {
 	return func(t *testing.T, argv, env []string, timeout time.Duration) (string, string, int) {
 		t.Helper()
-		return b.topo.Run(t, ns, nstest.ProcOpts{User: nobody, Env: env, Timeout: timeout}, argv...)
+		return b.Topo.Run(t, ns, nstest.ProcOpts{User: nobody, Env: env, Timeout: timeout}, argv...)
 	}
 }
 
@@ -435,7 +377,7 @@ func (b *bench) inNS(ns string) runner {
 func (b *bench) inUserNS(u userNS) runner {
 	return func(t *testing.T, argv, env []string, timeout time.Duration) (string, string, int) {
 		t.Helper()
-		return b.topo.Run(t, b.topo.Node, nstest.ProcOpts{User: nobody, Env: env, Timeout: timeout}, append(u.enter(), argv...)...)
+		return b.Topo.Run(t, b.Topo.Node, nstest.ProcOpts{User: nobody, Env: env, Timeout: timeout}, append(u.enter(), argv...)...)
 	}
 }
 
@@ -444,7 +386,7 @@ func (b *bench) waitPing(t *testing.T, what string, run runner, addr string, tim
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		stdout, stderr, code := run(t, []string{b.roles, addr, "1", "0"}, []string{roleEnv + "=pingclient"}, 20*time.Second)
+		stdout, stderr, code := run(t, []string{b.Roles, addr, "1", "0"}, []string{roleEnv + "=pingclient"}, 20*time.Second)
 		if code == 0 {
 			return
 		}

@@ -72,12 +72,12 @@ type path struct {
 
 // paths lists every measured path, in the order of the report.
 func (b *bench) paths() []*path {
-	node, svc := b.inNS(b.topo.Node), b.inNS(b.topo.Svc)
-	sidecar := proc{"sidecar", b.sidecar.Pid()}
+	node, svc := b.inNS(b.Topo.Node), b.inNS(b.Topo.Svc)
+	sidecar := proc{"sidecar", b.Sidecar.Pid()}
 	launcher := proc{"launcher", b.launcherPid}
 	tunnel := proc{"tunnel", b.tunnel.Pid()}
 	withNginx := func(ps ...proc) []proc {
-		for i, pid := range childrenOf(b.ingress.Proc.Pid()) {
+		for i, pid := range childrenOf(b.Ingress.Proc.Pid()) {
 			ps = append(ps, proc{"nginx" + strings.Repeat("'", i), pid})
 		}
 		return ps
@@ -293,7 +293,7 @@ func (b *bench) iperf(t *testing.T, p *path, kind string) {
 func (b *bench) ping(t *testing.T, p *path) {
 	t.Helper()
 	res := b.res.paths[p.key]
-	argv := []string{b.roles, p.ping, strconv.Itoa(b.cfg.pingN), strconv.Itoa(b.cfg.pingWarm)}
+	argv := []string{b.Roles, p.ping, strconv.Itoa(b.cfg.pingN), strconv.Itoa(b.cfg.pingWarm)}
 	var err error
 	for try := range 2 {
 		stdout, stderr, code := p.run(t, argv, []string{roleEnv + "=pingclient"}, 60*time.Second)
@@ -351,7 +351,7 @@ func (b *bench) measureMemory(t *testing.T) {
 	t.Helper()
 	m := &b.res.mem
 	time.Sleep(2 * time.Second) // the handshake and start-up settle
-	m.sidecarIdle = rssMedian(t, b.sidecar.Pid())
+	m.sidecarIdle = rssMedian(t, b.Sidecar.Pid())
 	m.launcherIdle = rssMedian(t, b.launcherPid)
 	m.childIdle = rssMedian(t, b.childPid)
 
@@ -361,7 +361,7 @@ func (b *bench) measureMemory(t *testing.T) {
 	}
 	m.jobNoFile = strings.TrimSpace(stdout)
 
-	argv := []string{b.roles, nstest.ServiceIP + ":" + sinkPort, strconv.Itoa(b.cfg.flows)}
+	argv := []string{b.Roles, nstest.ServiceIP + ":" + sinkPort, strconv.Itoa(b.cfg.flows)}
 	b.note("1,000 idle flows as the job", "job", nobody, append([]string{roleEnv + "=hold"}, argv...)...)
 	pid, out := b.startInJob(t, argv, []string{roleEnv + "=hold"})
 	defer b.stopInJob(t, pid)
@@ -382,7 +382,7 @@ func (b *bench) measureMemory(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	time.Sleep(2 * time.Second)
-	m.sidecarFlows = rssMedian(t, b.sidecar.Pid())
+	m.sidecarFlows = rssMedian(t, b.Sidecar.Pid())
 	m.launcherFlows = rssMedian(t, b.launcherPid)
 }
 
@@ -394,7 +394,7 @@ func (b *bench) finalMemory(t *testing.T) {
 		pid       int
 		rss, peak *int64
 		what      string
-	}{{b.sidecar.Pid(), &m.sidecarEnd, &m.sidecarPeak, "sidecar"}, {b.launcherPid, &m.launcherEnd, &m.launcherPeak, "launcher"}} {
+	}{{b.Sidecar.Pid(), &m.sidecarEnd, &m.sidecarPeak, "sidecar"}, {b.launcherPid, &m.launcherEnd, &m.launcherPeak, "launcher"}} {
 		var err1, err2 error
 		*r.rss, err1 = statusKiB(r.pid, "VmRSS")
 		*r.peak, err2 = statusKiB(r.pid, "VmHWM")
@@ -408,12 +408,12 @@ func (b *bench) finalMemory(t *testing.T) {
 // as nobody in node, one after the other, each from fork to reaping.
 func (b *bench) measureStartup(t *testing.T) {
 	t.Helper()
-	argv := append([]string{b.roles, strconv.Itoa(b.cfg.startupRuns), "--"}, b.runArgv("true")...)
+	argv := append([]string{b.Roles, strconv.Itoa(b.cfg.startupRuns), "--"}, b.runArgv("true")...)
 	b.note("start-up, timed by this package's timeit role", "node", nobody+", private /dev/net/tun 0666",
 		append([]string{roleEnv + "=timeit"}, argv...)...)
 	opts := launcherOpts(3 * time.Minute)
 	opts.Env = append(opts.Env, roleEnv+"=timeit")
-	stdout, stderr, code := b.topo.Run(t, b.topo.Node, opts, append(b.asNobodyWithTun(t), argv...)...)
+	stdout, stderr, code := b.Topo.Run(t, b.Topo.Node, opts, append(b.asNobodyWithTun(t), argv...)...)
 	var out struct {
 		MS []float64 `json:"ms"`
 	}

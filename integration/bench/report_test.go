@@ -318,7 +318,7 @@ func (b *bench) machine() [][2]string {
 	}
 	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
 	version := buildVersion
-	if out, err := exec.Command(b.bin, "version").Output(); err == nil {
+	if out, err := exec.Command(b.Bin, "version").Output(); err == nil {
 		version = strings.TrimSpace(string(out))
 	}
 	pkgs, _ := exec.Command("dpkg-query", "-W", "-f", "${Package} ${Version}, ",
