@@ -147,9 +147,9 @@ func sidecarConfig(cmd *cli.Command) (sidecar.Config, error) {
 		collect(flagErr("peer", err))
 		cfg.Peers = append(cfg.Peers, p)
 	}
-	cfg.Allow, err = policy.ParseRules(cmd.StringSlice("allow"))
+	cfg.Allow, err = policy.ParseRules(mergePortLists(cmd.StringSlice("allow")))
 	collect(flagErr("allow", err))
-	cfg.Deny, err = policy.ParseRules(cmd.StringSlice("deny"))
+	cfg.Deny, err = policy.ParseRules(mergePortLists(cmd.StringSlice("deny")))
 	collect(flagErr("deny", err))
 	if len(errs) > 0 {
 		return cfg, usageError{errors.Join(errs...)}
