@@ -200,18 +200,37 @@ func (s *Server) track() bool {
 // upgrade takes a websocket slot and accepts the upgrade; on failure it
 // has answered the request. release must be called when ws is done.
 func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) (ws *websocket.Conn, release func(), ok bool) {
+	release, ok = s.reserve(w, r)
+	if !ok {
+		return nil, nil, false
+	}
+	if ws, ok = s.accept(w, r, release); !ok {
+		return nil, nil, false
+	}
+	return ws, release, true
+}
+
+// reserve checks the subprotocol and takes a websocket slot before any
+// work is done for the request (a dial, for forward streams), so that
+// MaxConns bounds dials in progress too; on failure it has answered.
+func (s *Server) reserve(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
 	if !wsproxy.OffersSubprotocol(r, Subprotocol) {
 		http.Error(w, "websocket upgrade with subprotocol "+Subprotocol+" required", http.StatusBadRequest)
-		return nil, nil, false
+		return nil, false
 	}
 	select {
 	case s.slots <- struct{}{}:
 	default:
 		s.counters.rejected.Add(1)
 		http.Error(w, "too many tunnel connections", http.StatusServiceUnavailable)
-		return nil, nil, false
+		return nil, false
 	}
-	release = func() { <-s.slots }
+	return func() { <-s.slots }, true
+}
+
+// accept upgrades a request that holds a slot; on failure it releases
+// the slot.
+func (s *Server) accept(w http.ResponseWriter, r *http.Request, release func()) (*websocket.Conn, bool) {
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		Subprotocols:    []string{Subprotocol},
 		CompressionMode: websocket.CompressionDisabled,
@@ -219,9 +238,9 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) (ws *websocket.
 	if err != nil {
 		release()
 		s.log.Debug("tunnel: websocket upgrade failed", "remote", r.RemoteAddr, "err", err)
-		return nil, nil, false
+		return nil, false
 	}
-	return ws, release, true
+	return ws, true
 }
 
 // StopReverse ends every -R registration (its control websocket closes

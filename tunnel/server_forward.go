@@ -25,20 +25,26 @@ func (s *Server) serveTCP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	release, ok := s.reserve(w, r)
+	if !ok {
+		return
+	}
 	ctx, cancel := s.dialContext(r)
 	c, err := s.dialDst(ctx, "tcp", d)
 	cancel()
 	if err != nil {
+		release()
 		s.refuse(w, "tcp", d, err)
 		return
 	}
 	tc, ok := c.(localConn)
 	if !ok {
+		release()
 		c.Close()
 		http.Error(w, "dialer returned a connection without half-close", http.StatusInternalServerError)
 		return
 	}
-	ws, release, ok := s.upgrade(w, r)
+	ws, ok := s.accept(w, r, release)
 	if !ok {
 		c.Close()
 		return
@@ -60,15 +66,20 @@ func (s *Server) serveUDP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	release, ok := s.reserve(w, r)
+	if !ok {
+		return
+	}
 	ctx, cancel := s.dialContext(r)
 	c, err := s.dialDst(ctx, "udp", d)
 	cancel()
 	if err != nil {
+		release()
 		s.refuse(w, "udp", d, err)
 		return
 	}
 	defer c.Close()
-	ws, release, ok := s.upgrade(w, r)
+	ws, ok := s.accept(w, r, release)
 	if !ok {
 		return
 	}

@@ -215,7 +215,8 @@ func checkHost(h string) error {
 	if _, err := netip.ParseAddr(h); err == nil {
 		return nil
 	}
-	if len(h) > 253 || strings.ContainsAny(h, " \t/?#@%[]") {
+	// ':' only in an IPv6 address: "[a:b]" is neither form.
+	if len(h) > 253 || strings.ContainsAny(h, " \t/?#@%[]:") {
 		return fmt.Errorf("host %q is neither an IP address nor a host name", h)
 	}
 	return nil
