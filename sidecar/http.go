@@ -7,7 +7,6 @@ import (
 
 	"github.com/meshlaunch/meshlaunch/meshapi"
 	"github.com/meshlaunch/meshlaunch/tunnel"
-	"github.com/meshlaunch/meshlaunch/wsproxy"
 )
 
 // httpServer serves the pod-facing endpoints. HTTP/1.1 only (websocket
@@ -17,8 +16,8 @@ func (s *Sidecar) httpServer() *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle(p+meshapi.MeshPath, s.meshHandler())
 	mux.Handle(p+tunnel.PathPrefix, s.tunnelHandler())
-	mux.Handle("GET "+p+meshapi.StatusPath, requireAuth(s.auth.bearer, http.HandlerFunc(s.serveStatus)))
-	mux.Handle("GET "+p+meshapi.ConfigPath, requireAuth(s.auth.bearer, http.HandlerFunc(s.serveListenerConfig)))
+	mux.Handle("GET "+p+meshapi.StatusPath, s.requireAuth(http.HandlerFunc(s.serveStatus)))
+	mux.Handle("GET "+p+meshapi.ConfigPath, s.requireAuth(http.HandlerFunc(s.serveListenerConfig)))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", s.serveReady)
 	mux.Handle("GET /metrics", s.metricsHandler())
@@ -52,9 +51,12 @@ func (s *Sidecar) serveReady(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte("ready\n"))
 }
 
-func requireAuth(a wsproxy.Authenticator, h http.Handler) http.Handler {
+// requireAuth serves h only with the credential; refusals are counted
+// with the websocket's in meshlaunch_auth_failures_total.
+func (s *Sidecar) requireAuth(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := a.Authenticate(r); !ok {
+		if _, ok := s.auth.bearer.Authenticate(r); !ok {
+			s.apiAuthFails.Add(1)
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}

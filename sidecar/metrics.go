@@ -29,7 +29,7 @@ var (
 	descWSBytes    = prometheus.NewDesc("meshlaunch_websocket_bytes_total", "Websocket payload bytes by direction.", []string{"direction"}, nil)
 	descSessions   = prometheus.NewDesc("meshlaunch_websocket_sessions_total", "Websocket sessions accepted; more than the number of peers means reconnects.", nil, nil)
 	descReplaced   = prometheus.NewDesc("meshlaunch_websocket_sessions_replaced_total", "Sessions closed because the same peer connected again.", nil, nil)
-	descAuthFail   = prometheus.NewDesc("meshlaunch_auth_failures_total", "Upgrades refused for a missing or wrong credential.", nil, nil)
+	descAuthFail   = prometheus.NewDesc("meshlaunch_auth_failures_total", "Requests refused for a missing or wrong credential, by endpoint.", []string{"endpoint"}, nil)
 	descQueueDrops = prometheus.NewDesc("meshlaunch_websocket_queue_drops_total", "Datagrams dropped because a session's send queue was full.", nil, nil)
 	descFlows      = prometheus.NewDesc("meshlaunch_flows", "Forwarded flows by protocol and state.", []string{"proto", "state"}, nil)
 	descFlowsTotal = prometheus.NewDesc("meshlaunch_flows_total", "Egress flows accepted by protocol.", []string{"proto"}, nil)
@@ -67,7 +67,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descWSBytes, ws.BytesOut, "out")
 	counter(descSessions, ws.Accepted)
 	counter(descReplaced, ws.Replaced)
-	counter(descAuthFail, ws.AuthFailures)
+	counter(descAuthFail, ws.AuthFailures, "mesh")
+	counter(descAuthFail, s.apiAuthFails.Load(), "api")
+	counter(descAuthFail, s.tunnel.Stats().AuthFailures, "tunnel")
 	counter(descQueueDrops, ws.QueueDrops)
 	if peers, err := s.dev.Peers(); err == nil {
 		for _, p := range peers {

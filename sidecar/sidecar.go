@@ -43,9 +43,10 @@ type Sidecar struct {
 
 	stopServices context.CancelFunc // ends the in-tunnel services
 
-	ready    atomic.Bool
-	draining atomic.Bool
-	wg       sync.WaitGroup // in-tunnel services and ingress listeners
+	ready        atomic.Bool
+	draining     atomic.Bool
+	apiAuthFails atomic.Uint64  // refusals on /v1/status and /v1/config
+	wg           sync.WaitGroup // in-tunnel services and ingress listeners
 }
 
 // New validates cfg and builds the sidecar: the netstack, the WireGuard

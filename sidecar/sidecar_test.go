@@ -293,6 +293,9 @@ func TestStatusNeedsTheCredential(t *testing.T) {
 			t.Fatalf("%s without credential: %d", path, resp.StatusCode)
 		}
 	}
+	if m := get(t, r.base+"/metrics", ""); !strings.Contains(m, `meshlaunch_auth_failures_total{endpoint="api"} 2`) {
+		t.Fatalf("API refusals not counted:\n%s", grep(m, "auth_failures"))
+	}
 }
 
 func TestShutdownDrainsThenClosesSessions(t *testing.T) {

@@ -22,7 +22,7 @@ func (s *Sidecar) Status() meshapi.Status {
 		PodIP:        s.cfg.PodIP,
 		Uptime:       meshapi.Duration(time.Since(s.started).Round(time.Second)),
 		Sessions:     ws.Sessions,
-		AuthFailures: ws.AuthFailures,
+		AuthFailures: ws.AuthFailures + s.apiAuthFails.Load() + s.tunnel.Stats().AuthFailures,
 		Denied:       st.Denied,
 		Flows: meshapi.FlowStatus{
 			TCP: st.TCPActive, UDP: st.UDPActive, InFlight: st.InFlight,
