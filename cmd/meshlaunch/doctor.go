@@ -25,6 +25,7 @@ if any check fails; 'meshlaunch tunnel' needs none of the namespaces.`,
 			withEnv(&cli.DurationFlag{Name: "timeout", Value: 10 * time.Second, Usage: "give up after this long"}),
 			withEnv(&cli.StringFlag{Name: "server", Usage: "also check the sidecar at this URL: reachability, proxy, TLS and the secret"}),
 			tokenFileFlag(),
+			requireTLSFlag(),
 			withEnv(&cli.StringFlag{Name: "ca-file", Usage: "PEM bundle trusted for the sidecar and the proxy"}),
 			withEnv(&cli.BoolFlag{Name: "insecure", Usage: "do not verify the sidecar's certificate"}),
 		},
@@ -36,7 +37,7 @@ if any check fails; 'meshlaunch tunnel' needs none of the namespaces.`,
 			defer cancel()
 			findings := launcher.Check(ctx)
 			if cmd.String("server") != "" {
-				rc, err := serverConfig(cmd)
+				rc, err := a.serverConfig(cmd)
 				if err != nil {
 					return err
 				}

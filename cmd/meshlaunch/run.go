@@ -35,6 +35,7 @@ HTTPS_PROXY / HTTP_PROXY / NO_PROXY are honoured (with proxy credentials).`,
 		Flags: []cli.Flag{
 			withEnv(&cli.StringFlag{Name: "server", Usage: "the sidecar's URL, ws:// or wss://, with the Ingress path prefix if any (required)"}),
 			tokenFileFlag(),
+			requireTLSFlag(),
 			withEnv(&cli.StringSliceFlag{Name: "route", Usage: "extra CIDR sent through the mesh, on top of the sidecar's routes (repeat)"}),
 			withEnv(&cli.StringSliceFlag{Name: "publish", Usage: "forward a host port into the job, [BIND:]HOSTPORT:PORT[/udp] (repeat; BIND defaults to 127.0.0.1)"}),
 			withEnv(&cli.StringFlag{Name: "host-network", Value: launcher.HostNetworkNAT, Usage: "reach this node's network through a userspace NAT (nat) or not at all (none)"}),
@@ -50,7 +51,7 @@ HTTPS_PROXY / HTTP_PROXY / NO_PROXY are honoured (with proxy credentials).`,
 }
 
 func (a *app) runRun(ctx context.Context, cmd *cli.Command) error {
-	rc, err := runConfig(cmd)
+	rc, err := a.runConfig(cmd)
 	if err != nil {
 		return err
 	}
@@ -78,14 +79,11 @@ func (a *app) runRun(ctx context.Context, cmd *cli.Command) error {
 
 // serverConfig reads what every client of a sidecar needs: --server, the
 // secret, --ca-file and --insecure.
-func serverConfig(cmd *cli.Command) (launcher.RunConfig, error) {
+func (a *app) serverConfig(cmd *cli.Command) (launcher.RunConfig, error) {
 	var rc launcher.RunConfig
-	if cmd.String("server") == "" {
-		return rc, usageErrorf("%s: --server is required (the sidecar's ws:// or wss:// URL)", cmd.Name)
-	}
-	u, err := wsproxy.ParseServerURL(cmd.String("server"))
+	u, err := a.serverURL(cmd)
 	if err != nil {
-		return rc, usageError{fmt.Errorf("--server: %w", err)}
+		return rc, err
 	}
 	secret, err := readSecret(cmd)
 	if err != nil {
@@ -97,8 +95,8 @@ func serverConfig(cmd *cli.Command) (launcher.RunConfig, error) {
 	}, nil
 }
 
-func runConfig(cmd *cli.Command) (launcher.RunConfig, error) {
-	rc, err := serverConfig(cmd)
+func (a *app) runConfig(cmd *cli.Command) (launcher.RunConfig, error) {
+	rc, err := a.serverConfig(cmd)
 	if err != nil {
 		return rc, err
 	}

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"fmt"
+	"net/netip"
+	"net/url"
 	"os"
 	"strings"
 
 	"github.com/urfave/cli/v3"
 
 	"github.com/meshlaunch/meshlaunch/identity"
+	"github.com/meshlaunch/meshlaunch/wsproxy"
 )
 
 const (
@@ -47,4 +51,31 @@ func readSecret(cmd *cli.Command) (string, error) {
 		return "", usageErrorf("secret from %s: %w", from, err)
 	}
 	return secret, nil
+}
+
+const flagRequireTLS = "require-tls"
+
+func requireTLSFlag() cli.Flag {
+	return withEnv(&cli.BoolFlag{Name: flagRequireTLS, Usage: "refuse a ws:// server URL: the credential and the traffic's metadata would cross the network in clear text"})
+}
+
+// serverURL parses --server and applies --require-tls; without it a ws://
+// URL to a host other than loopback is allowed but logged.
+func (a *app) serverURL(cmd *cli.Command) (*url.URL, error) {
+	if cmd.String("server") == "" {
+		return nil, usageErrorf("%s: --server is required (the sidecar's ws:// or wss:// URL)", cmd.Name)
+	}
+	u, err := wsproxy.ParseServerURL(cmd.String("server"))
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--server: %w", err)}
+	}
+	if u.Scheme == "ws" {
+		if cmd.Bool(flagRequireTLS) {
+			return nil, usageErrorf("--server %s: --%s is set, so the URL must be wss://", u.Redacted(), flagRequireTLS)
+		}
+		if ip, err := netip.ParseAddr(u.Hostname()); err != nil || !ip.IsLoopback() {
+			a.log.Warn("the server URL is ws://: the credential crosses the network unencrypted; use wss:// (or --require-tls to refuse ws://)", "server", u.Redacted())
+		}
+	}
+	return u, nil
 }

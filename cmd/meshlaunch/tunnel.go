@@ -38,6 +38,7 @@ node has no user namespaces. More in docs/tunnel.md.`,
 		Flags: []cli.Flag{
 			withEnv(&cli.StringFlag{Name: "server", Usage: "the sidecar's URL, ws:// or wss://, with the Ingress path prefix (required)"}),
 			tokenFileFlag(),
+			requireTLSFlag(),
 			withEnv(&cli.StringSliceFlag{Name: "local", Aliases: []string{"L"}, Usage: "local forward [BIND:]PORT:HOST:PORT[/udp] (repeat)"}),
 			withEnv(&cli.StringSliceFlag{Name: "remote", Aliases: []string{"R"}, Usage: "reverse forward PORT:HOST:PORT[/udp] (repeat)"}),
 			withEnv(&cli.StringSliceFlag{Name: "socks", Usage: "SOCKS5 proxy on [BIND:]PORT (repeat)"}),
@@ -74,12 +75,9 @@ func (a *app) runTunnel(ctx context.Context, cmd *cli.Command) error {
 }
 
 func (a *app) tunnelClient(cmd *cli.Command) (*tunnel.Client, []tunnel.Forward, []tunnel.Forward, []netip.AddrPort, error) {
-	if cmd.String("server") == "" {
-		return nil, nil, nil, nil, usageErrorf("tunnel: --server is required (the sidecar's ws:// or wss:// URL)")
-	}
-	u, err := wsproxy.ParseServerURL(cmd.String("server"))
+	u, err := a.serverURL(cmd)
 	if err != nil {
-		return nil, nil, nil, nil, usageError{fmt.Errorf("--server: %w", err)}
+		return nil, nil, nil, nil, err
 	}
 	secret, err := readSecret(cmd)
 	if err != nil {
