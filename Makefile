@@ -11,7 +11,7 @@ BIN        := bin/meshlaunch
 VERSION    ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS    := -X main.version=$(VERSION)
 
-.PHONY: all build test check lint demo image e2e-slurm bench fmt-check tidy-check vet staticcheck static-check tools clean help
+.PHONY: all build test check lint fuzz demo image e2e-slurm bench fmt-check tidy-check vet staticcheck static-check tools clean help
 
 all: build
 
@@ -21,6 +21,7 @@ help:
 	@echo "make demo    a simulated cluster and a remote job joined to it (root; network namespaces)"
 	@echo "make image   container image $(IMAGE) from deploy/Containerfile (podman or docker)"
 	@echo "make e2e-slurm  batch jobs on a real one-node SLURM join the simulated cluster (root; slurm-wlm, munge)"
+	@echo "make fuzz    every fuzz target for FUZZTIME (default 10s) each"
 	@echo "make bench   side-by-side benchmark; writes docs/benchmarks.md (root, ~6 min)"
 	@echo "make check   gofmt, go mod tidy, go vet, staticcheck, test, build, static-binary check"
 	@echo "make tools   install staticcheck $(STATICCHECK_VERSION) if missing"
@@ -53,6 +54,25 @@ e2e-slurm: build
 # and docs/benchmarks.svg.
 bench: build
 	MESHLAUNCH_BENCH=1 $(GO) test -count=1 -timeout 30m -v -run TestBench ./integration/bench/
+
+# Every fuzz target for FUZZTIME each (go runs one -fuzz target per
+# invocation); seeds alone run as unit tests in `make test`.
+FUZZTIME ?= 10s
+FUZZMINTIME ?= 5s
+FUZZ_TARGETS := \
+	policy:FuzzCheckDifferential policy:FuzzParseRule \
+	wsproxy:FuzzServerMessages wsproxy:FuzzParseServerURL \
+	tunnel:FuzzParseLocal tunnel:FuzzParseRemote tunnel:FuzzParseSocks \
+	launcher:FuzzParsePublish \
+	sidecar:FuzzParsePeer sidecar:FuzzParsePort \
+	dnsproxy:FuzzParseResolvConf
+
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t#*:}; \
+		echo "== $$name ($$pkg) for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./$$pkg/; \
+	done
 
 # A simulated cluster and a remote job joined to it, in network namespaces
 # on this machine (root). Installs the Debian packages it needs if missing.

@@ -49,7 +49,7 @@ func ParseServerURL(s string) (*url.URL, error) {
 		return nil, fmt.Errorf("wsproxy: server URL %q: no host", s)
 	case u.User != nil:
 		return nil, fmt.Errorf("wsproxy: server URL %q: credentials in the URL are not allowed (use the token file)", u.Redacted())
-	case u.RawQuery != "" || u.Fragment != "":
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
 		return nil, fmt.Errorf("wsproxy: server URL %q: query and fragment are not allowed", s)
 	}
 	u.Path = strings.TrimRight(u.Path, "/")
