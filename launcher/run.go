@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/meshlaunch/meshlaunch/hostnat"
@@ -46,6 +48,11 @@ type RunConfig struct {
 	// Wait bounds the wait for the configuration and the tunnel before the
 	// job starts (default 60s).
 	Wait time.Duration
+	// GiveUpAfter, if set, stops the job (SIGTERM, then SIGKILL after
+	// KillGrace) when the tunnel has been down this long while it runs —
+	// for example after the sidecar came back with another secret — and
+	// Run then reports that. Zero waits for the tunnel forever.
+	GiveUpAfter time.Duration
 	// KillGrace, Env, Dir and the streams are as in Config.
 	KillGrace             time.Duration
 	Env                   []string
@@ -112,7 +119,15 @@ func Run(ctx context.Context, rc RunConfig, argv []string) (int, error) {
 	if err := s.job.Go(ctx); err != nil {
 		return -1, err
 	}
-	return s.job.Wait()
+	if rc.GiveUpAfter > 0 {
+		stop := s.watchTunnel(rc.GiveUpAfter, rc.Logger)
+		defer stop()
+	}
+	code, err := s.job.Wait()
+	if gaveUp := s.gaveUp.Load(); gaveUp != nil && err == nil {
+		err = *gaveUp
+	}
+	return code, err
 }
 
 // session is everything a running job holds.
@@ -121,6 +136,8 @@ type session struct {
 	mesh *mesh
 	nat  *hostnat.NAT
 	pubs *publisher
+
+	gaveUp atomic.Pointer[error] // why watchTunnel stopped the job
 }
 
 func (s *session) close() {
@@ -203,4 +220,41 @@ func namespaceConfig(rc RunConfig, jc meshapi.JobConfig) Config {
 		cfg.HostRoutes = []netip.Prefix{netip.PrefixFrom(hostnat.LoopbackAddr, 32)}
 	}
 	return cfg
+}
+
+// watchTunnel stops the job when the websocket has been down for limit.
+// The returned function stops the watch and waits for it.
+func (s *session) watchTunnel(limit time.Duration, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(max(min(limit/4, time.Second), 10*time.Millisecond))
+		defer tick.Stop()
+		var downSince time.Time
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-tick.C:
+				if s.mesh.client.Stats().Connected {
+					downSince = time.Time{}
+					continue
+				}
+				if downSince.IsZero() {
+					downSince = now
+				}
+				if now.Sub(downSince) < limit {
+					continue
+				}
+				err := fmt.Errorf("launcher: the tunnel was down for more than %s (--give-up-after; last error: %v); the job was stopped",
+					limit, s.mesh.client.LastError())
+				s.gaveUp.Store(&err)
+				log.Error("tunnel down too long; stopping the job", "after", limit, "err", s.mesh.client.LastError())
+				_ = s.job.Signal(syscall.SIGTERM)
+				return
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }

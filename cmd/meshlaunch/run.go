@@ -43,6 +43,7 @@ HTTPS_PROXY / HTTP_PROXY / NO_PROXY are honoured (with proxy credentials).`,
 			withEnv(&cli.StringFlag{Name: "ca-file", Usage: "PEM bundle trusted for the sidecar and the proxy, for sites whose proxy re-signs TLS"}),
 			withEnv(&cli.BoolFlag{Name: "insecure", Usage: "do not verify the sidecar's certificate (logged loudly; never in production)"}),
 			withEnv(&cli.DurationFlag{Name: "wait", Value: 60 * time.Second, Usage: "give up if the tunnel is not up after this long"}),
+			withEnv(&cli.DurationFlag{Name: "give-up-after", Usage: "stop the job (and exit non-zero) if the tunnel stays down this long while it runs; 0 waits forever"}),
 			withEnv(&cli.BoolFlag{Name: "quiet", Usage: "no status line when the tunnel is up (logs still follow --log-level)"}),
 			withEnv(&cli.DurationFlag{Name: "kill-grace", Value: launcher.DefaultKillGrace, Usage: "after SIGTERM/SIGINT, SIGKILL the job if it has not exited within this"}),
 		},
@@ -104,6 +105,7 @@ func (a *app) runConfig(cmd *cli.Command) (launcher.RunConfig, error) {
 	rc.HostLoopback = cmd.Bool("host-loopback")
 	rc.Wait = cmd.Duration("wait")
 	rc.KillGrace = cmd.Duration("kill-grace")
+	rc.GiveUpAfter = cmd.Duration("give-up-after")
 	var errs []error
 	rc.Routes, err = parsePrefixes("route", cmd.StringSlice("route"))
 	if err != nil {
