@@ -52,6 +52,9 @@ func ParseServerURL(s string) (*url.URL, error) {
 	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
 		return nil, fmt.Errorf("wsproxy: server URL %q: query and fragment are not allowed", s)
 	}
+	if i := strings.IndexFunc(u.Host, func(r rune) bool { return r <= ' ' || r > '~' }); i >= 0 {
+		return nil, fmt.Errorf("wsproxy: server URL %q: the host has a character that is not printable ASCII (write international names in punycode)", s)
+	}
 	u.Path = strings.TrimRight(u.Path, "/")
 	return u, nil
 }
