@@ -17,24 +17,34 @@ func (s *Server) dialContext(r *http.Request) (context.Context, context.CancelFu
 	return ctx, func() { stop(); cancel() }
 }
 
-// serveTCP dials the destination first and upgrades only once it answered,
-// so every failure is an HTTP status the client can print.
-func (s *Server) serveTCP(w http.ResponseWriter, r *http.Request) {
+// dialFirst takes a connection slot and dials the request's dst before
+// any upgrade, so every failure is an HTTP status the client can print; on
+// failure it has answered and released the slot. On success the caller
+// owns c and release.
+func (s *Server) dialFirst(w http.ResponseWriter, r *http.Request, network string) (c net.Conn, release func(), ok bool) {
 	d, err := parseDst(r.URL.Query().Get("dst"))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
+		return nil, nil, false
 	}
-	release, ok := s.reserve(w, r)
-	if !ok {
-		return
+	if release, ok = s.reserve(w, r); !ok {
+		return nil, nil, false
 	}
 	ctx, cancel := s.dialContext(r)
-	c, err := s.dialDst(ctx, "tcp", d)
+	c, err = s.dialDst(ctx, network, d)
 	cancel()
 	if err != nil {
 		release()
-		s.refuse(w, "tcp", d, err)
+		s.refuse(w, network, d, err)
+		return nil, nil, false
+	}
+	return c, release, true
+}
+
+// serveTCP dials the destination first and upgrades only once it answered.
+func (s *Server) serveTCP(w http.ResponseWriter, r *http.Request) {
+	c, release, ok := s.dialFirst(w, r, "tcp")
+	if !ok {
 		return
 	}
 	tc, ok := c.(localConn)
@@ -61,21 +71,8 @@ func (s *Server) serveTCP(w http.ResponseWriter, r *http.Request) {
 // serveUDP dials a connected UDP socket and relays datagrams until the
 // session is idle, the client leaves or the server shuts down.
 func (s *Server) serveUDP(w http.ResponseWriter, r *http.Request) {
-	d, err := parseDst(r.URL.Query().Get("dst"))
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	release, ok := s.reserve(w, r)
+	c, release, ok := s.dialFirst(w, r, "udp")
 	if !ok {
-		return
-	}
-	ctx, cancel := s.dialContext(r)
-	c, err := s.dialDst(ctx, "udp", d)
-	cancel()
-	if err != nil {
-		release()
-		s.refuse(w, "udp", d, err)
 		return
 	}
 	defer c.Close()
