@@ -11,13 +11,15 @@ BIN        := bin/meshlaunch
 VERSION    ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS    := -X main.version=$(VERSION)
 
-.PHONY: all build test check lint fuzz demo image e2e-slurm bench fmt-check tidy-check vet staticcheck static-check tools clean help
+.PHONY: all build test test-long soak check lint fuzz demo image e2e-slurm bench fmt-check tidy-check vet staticcheck static-check tools clean help
 
 all: build
 
 help:
 	@echo "make build   static binary at $(BIN) (CGO_ENABLED=0, version $(VERSION))"
 	@echo "make test    go test -race -count=1 ./..."
+	@echo "make test-long  the long fault scenarios (minute-long outages, idle through the Ingress timeout; root)"
+	@echo "make soak    DURATION=10m: mixed traffic and websocket kills through one sidecar; prints goroutines, fds, RSS (root)"
 	@echo "make demo    a simulated cluster and a remote job joined to it (root; network namespaces)"
 	@echo "make image   container image $(IMAGE) from deploy/Containerfile (podman or docker)"
 	@echo "make e2e-slurm  batch jobs on a real one-node SLURM join the simulated cluster (root; slurm-wlm, munge)"
@@ -33,6 +35,19 @@ build:
 
 test:
 	$(GO) test -race -count=1 ./...
+
+# Tests named TestLong* skip unless MESHLAUNCH_LONG=1: fault scenarios that
+# take minutes (a 60 s carrier outage, a tunnel idle through the Ingress's
+# idle timeout). Root, like the rest of the namespace tier.
+test-long: build
+	MESHLAUNCH_LONG=1 $(GO) test -race -count=1 -timeout 45m -run 'TestLong' ./...
+
+# The bounded soak (root): several launchers, one sidecar, a traffic mix and
+# periodic websocket kills for DURATION; it fails unless the sidecar's
+# goroutines, file descriptors and RSS come back near where they started.
+DURATION ?= 10m
+soak: build
+	MESHLAUNCH_SOAK=$(DURATION) $(GO) test -count=1 -timeout 3h -v -run TestSoak ./integration/soak/
 
 # The container image (deploy/Containerfile: FROM scratch, the static binary,
 # uid 65532), built with podman or docker, whichever is installed.
