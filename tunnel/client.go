@@ -88,12 +88,12 @@ func cmpOrLogger(a, b *slog.Logger) *slog.Logger {
 
 // dial opens a tunnel websocket on path with query q. Refusals before the
 // upgrade come back as ErrUnauthorized or *RefusedError.
-func (c *Client) dial(ctx context.Context, path string, q url.Values) (*websocket.Conn, error) {
+func (c *Client) dial(ctx context.Context, path string, q url.Values) (*wsConn, error) {
 	u := wsproxy.JoinPath(c.cfg.URL, path)
 	u.RawQuery = q.Encode()
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	ws, resp, err := websocket.Dial(dctx, u.String(), &websocket.DialOptions{
+	ws, cork, resp, err := wsproxy.Dial(dctx, u.String(), &websocket.DialOptions{
 		HTTPClient:      c.http,
 		HTTPHeader:      http.Header{"Authorization": {"Bearer " + c.cfg.Credential}},
 		Subprotocols:    []string{Subprotocol},
@@ -106,7 +106,7 @@ func (c *Client) dial(ctx context.Context, path string, q url.Values) (*websocke
 		_ = ws.Close(websocket.StatusProtocolError, "subprotocol required")
 		return nil, fmt.Errorf("tunnel: dial %s: the server does not speak %s (not a meshlaunch sidecar, or too old)", path, Subprotocol)
 	}
-	return ws, nil
+	return &wsConn{Conn: ws, cork: cork}, nil
 }
 
 func dialError(resp *http.Response, err error) error {

@@ -67,7 +67,7 @@ func permanent(err error) bool {
 
 // serveControl serves one control websocket until it fails or ctx ends,
 // and returns why it ended.
-func (c *Client) serveControl(ctx context.Context, f Forward, ws *websocket.Conn, wg *sync.WaitGroup) error {
+func (c *Client) serveControl(ctx context.Context, f Forward, ws *wsConn, wg *sync.WaitGroup) error {
 	runCtx := ctx
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -92,7 +92,7 @@ func (c *Client) serveControl(ctx context.Context, f Forward, ws *websocket.Conn
 }
 
 // readControl starts a stream for every connection the sidecar announces.
-func (c *Client) readControl(ctx context.Context, f Forward, ws *websocket.Conn, wg *sync.WaitGroup) error {
+func (c *Client) readControl(ctx context.Context, f Forward, ws *wsConn, wg *sync.WaitGroup) error {
 	for {
 		typ, msg, err := ws.Read(context.Background()) // ends when ws is closed
 		if err != nil {

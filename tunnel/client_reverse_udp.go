@@ -19,7 +19,7 @@ import (
 type reverseUDP struct {
 	c  *Client
 	f  Forward
-	ws *websocket.Conn
+	ws *wsConn
 
 	mu    sync.Mutex
 	peers map[netip.AddrPort]*udpPeer
@@ -31,7 +31,7 @@ type udpPeer struct {
 	last atomic.Int64 // unix nanos
 }
 
-func newReverseUDP(c *Client, f Forward, ws *websocket.Conn) *reverseUDP {
+func newReverseUDP(c *Client, f Forward, ws *wsConn) *reverseUDP {
 	ws.SetReadLimit(addrHeaderLen + maxDatagram)
 	return &reverseUDP{c: c, f: f, ws: ws, peers: map[netip.AddrPort]*udpPeer{}}
 }

@@ -46,7 +46,7 @@ func (s *dgramSession) offer(p []byte) {
 
 // run serves ws until the session ends, then closes ws. It returns after
 // every goroutine it started has ended.
-func (s *dgramSession) run(ctx context.Context, ws *websocket.Conn) {
+func (s *dgramSession) run(ctx context.Context, ws *wsConn) {
 	ws.SetReadLimit(maxDatagram)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -66,7 +66,7 @@ func (s *dgramSession) run(ctx context.Context, ws *websocket.Conn) {
 
 var errIdle = errors.New("tunnel: udp session idle")
 
-func (s *dgramSession) readLoop(ws *websocket.Conn) error {
+func (s *dgramSession) readLoop(ws *wsConn) error {
 	for {
 		typ, p, err := ws.Read(context.Background()) // ends when ws is closed
 		if err != nil {
@@ -80,7 +80,7 @@ func (s *dgramSession) readLoop(ws *websocket.Conn) error {
 	}
 }
 
-func (s *dgramSession) writeLoop(ctx context.Context, ws *websocket.Conn) error {
+func (s *dgramSession) writeLoop(ctx context.Context, ws *wsConn) error {
 	for {
 		select {
 		case <-ctx.Done():

@@ -33,7 +33,7 @@ func newKeepalive(k wsproxy.Keepalive) keepalive {
 // blocked on the peer's or the local side's backpressure, so nobody reads
 // the pong) a miss is forgiven and the TCP stack's own timeouts apply.
 // Someone must be reading ws for pongs to arrive.
-func pingLoop(ctx context.Context, ws *websocket.Conn, ka keepalive, exempt func() bool) error {
+func pingLoop(ctx context.Context, ws *wsConn, ka keepalive, exempt func() bool) error {
 	t := time.NewTicker(ka.interval)
 	defer t.Stop()
 	for {
@@ -52,7 +52,7 @@ func pingLoop(ctx context.Context, ws *websocket.Conn, ka keepalive, exempt func
 }
 
 // writeMessage writes one message bounded by the write timeout.
-func writeMessage(ctx context.Context, ws *websocket.Conn, ka keepalive, typ websocket.MessageType, p []byte) error {
+func writeMessage(ctx context.Context, ws *wsConn, ka keepalive, typ websocket.MessageType, p []byte) error {
 	wctx, cancel := context.WithTimeout(ctx, ka.write)
 	defer cancel()
 	return ws.Write(wctx, typ, p)

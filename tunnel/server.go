@@ -199,7 +199,7 @@ func (s *Server) track() bool {
 
 // upgrade takes a websocket slot and accepts the upgrade; on failure it
 // has answered the request. release must be called when ws is done.
-func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) (ws *websocket.Conn, release func(), ok bool) {
+func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) (ws *wsConn, release func(), ok bool) {
 	release, ok = s.reserve(w, r)
 	if !ok {
 		return nil, nil, false
@@ -230,8 +230,8 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request) (release func()
 
 // accept upgrades a request that holds a slot; on failure it releases
 // the slot.
-func (s *Server) accept(w http.ResponseWriter, r *http.Request, release func()) (*websocket.Conn, bool) {
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+func (s *Server) accept(w http.ResponseWriter, r *http.Request, release func()) (*wsConn, bool) {
+	ws, cork, err := wsproxy.Accept(w, r, &websocket.AcceptOptions{
 		Subprotocols:    []string{Subprotocol},
 		CompressionMode: websocket.CompressionDisabled,
 	})
@@ -240,7 +240,7 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request, release func()) 
 		s.log.Debug("tunnel: websocket upgrade failed", "remote", r.RemoteAddr, "err", err)
 		return nil, false
 	}
-	return ws, true
+	return &wsConn{Conn: ws, cork: cork}, true
 }
 
 // StopReverse ends every -R registration (its control websocket closes

@@ -108,7 +108,7 @@ func (s *Server) serveReverse(w http.ResponseWriter, r *http.Request) {
 }
 
 // register replaces any older registration of p, listens and upgrades.
-func (s *Server) register(w http.ResponseWriter, r *http.Request, p Port) (*reverseReg, *websocket.Conn, func(), bool) {
+func (s *Server) register(w http.ResponseWriter, r *http.Request, p Port) (*reverseReg, *wsConn, func(), bool) {
 	s.regMu.Lock()
 	defer s.regMu.Unlock()
 	s.mu.Lock()
@@ -177,7 +177,7 @@ func (s *Server) listen(p Port) (io.Closer, error) {
 }
 
 // closeControl closes a control websocket with a code that says why.
-func closeControl(ws *websocket.Conn, cause error) {
+func closeControl(ws *wsConn, cause error) {
 	switch {
 	case errors.Is(cause, errReplaced):
 		_ = ws.Close(StatusReplaced, "port registered again")
@@ -190,7 +190,7 @@ func closeControl(ws *websocket.Conn, cause error) {
 
 // runReverseTCP announces each pod connection on ws until the
 // registration ends; the client claims it on PathAccept.
-func (s *Server) runReverseTCP(ctx context.Context, reg *reverseReg, ws *websocket.Conn) {
+func (s *Server) runReverseTCP(ctx context.Context, reg *reverseReg, ws *wsConn) {
 	ln := reg.ln.(net.Listener)
 	cancel := reg.cancel
 	var wg sync.WaitGroup
@@ -217,7 +217,7 @@ func (s *Server) runReverseTCP(ctx context.Context, reg *reverseReg, ws *websock
 
 // drainControl reads a TCP control websocket, on which the client sends
 // nothing, so pongs and the close frame are processed.
-func drainControl(ws *websocket.Conn) error {
+func drainControl(ws *wsConn) error {
 	for {
 		if _, _, err := ws.Read(context.Background()); err != nil { // ends when ws is closed
 			return err
@@ -226,7 +226,7 @@ func drainControl(ws *websocket.Conn) error {
 }
 
 // announce parks c as a pending connection and tells the client.
-func (s *Server) announce(ctx context.Context, ws *websocket.Conn, c net.Conn) error {
+func (s *Server) announce(ctx context.Context, ws *wsConn, c net.Conn) error {
 	id := newID()
 	msg, _ := json.Marshal(controlMsg{ID: id, Client: c.RemoteAddr().String(), Server: c.LocalAddr().String()})
 	if !s.addPending(id, c) {

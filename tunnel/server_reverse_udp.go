@@ -46,7 +46,7 @@ func (u *udpClients) known(a netip.AddrPort) bool {
 
 // runReverseUDP carries the pod port's datagrams on ws, each prefixed by
 // the pod client's address; replies carry the same header.
-func (s *Server) runReverseUDP(ctx context.Context, reg *reverseReg, ws *websocket.Conn) {
+func (s *Server) runReverseUDP(ctx context.Context, reg *reverseReg, ws *wsConn) {
 	ws.SetReadLimit(addrHeaderLen + maxDatagram)
 	pc := reg.ln.(*net.UDPConn)
 	clients := &udpClients{idle: s.cfg.UDPIdle, seen: map[netip.AddrPort]time.Time{}}
@@ -61,7 +61,7 @@ func (s *Server) runReverseUDP(ctx context.Context, reg *reverseReg, ws *websock
 	wg.Wait()
 }
 
-func (s *Server) podToControl(ctx context.Context, pc *net.UDPConn, ws *websocket.Conn, clients *udpClients) error {
+func (s *Server) podToControl(ctx context.Context, pc *net.UDPConn, ws *wsConn, clients *udpClients) error {
 	buf := make([]byte, addrHeaderLen+maxDatagram)
 	for {
 		n, from, err := pc.ReadFromUDPAddrPort(buf[addrHeaderLen:])
@@ -77,7 +77,7 @@ func (s *Server) podToControl(ctx context.Context, pc *net.UDPConn, ws *websocke
 	}
 }
 
-func controlToPod(ws *websocket.Conn, pc *net.UDPConn, clients *udpClients) error {
+func controlToPod(ws *wsConn, pc *net.UDPConn, clients *udpClients) error {
 	for {
 		typ, msg, err := ws.Read(context.Background()) // ends when ws is closed
 		if err != nil {

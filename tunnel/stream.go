@@ -41,7 +41,7 @@ const (
 // directions have sent EOF each end closes with 1000. Any other ending is
 // an abort: the websocket is closed with StatusReset (or 1001 when ctx
 // ends) and the local connection is reset.
-func splice(ctx context.Context, ws *websocket.Conn, local localConn, ka keepalive) (up, down int64) {
+func splice(ctx context.Context, ws *wsConn, local localConn, ka keepalive) (up, down int64) {
 	ws.SetReadLimit(maxMessage)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -70,7 +70,7 @@ func splice(ctx context.Context, ws *websocket.Conn, local localConn, ka keepali
 }
 
 // finish waits for a graceful end or an abort and closes both sides.
-func finish(ctx context.Context, ws *websocket.Conn, local localConn, ev <-chan streamEvent) {
+func finish(ctx context.Context, ws *wsConn, local localConn, ev <-chan streamEvent) {
 	upDone, eofIn := false, false
 	for !upDone || !eofIn {
 		select {
@@ -101,7 +101,7 @@ func finish(ctx context.Context, ws *websocket.Conn, local localConn, ev <-chan 
 }
 
 // abort resets the local side and closes ws with code.
-func abort(ws *websocket.Conn, local localConn, code websocket.StatusCode, reason string) {
+func abort(ws *wsConn, local localConn, code websocket.StatusCode, reason string) {
 	resetLocal(local)
 	_ = ws.Close(code, reason)
 }
@@ -116,7 +116,7 @@ func resetLocal(c io.Closer) {
 }
 
 // copyUp sends local's bytes as binary messages and EOF as an empty one.
-func copyUp(ws *websocket.Conn, local io.Reader, busy *atomic.Int32) (int64, error) {
+func copyUp(ws *wsConn, local io.Reader, busy *atomic.Int32) (int64, error) {
 	// Data writes have no deadline: a slow but live peer applies
 	// backpressure, exactly as TCP does. Dead peers are found by pings
 	// and closed with CloseNow, which unblocks the write.
@@ -143,7 +143,7 @@ func copyUp(ws *websocket.Conn, local io.Reader, busy *atomic.Int32) (int64, err
 	}
 }
 
-func sendEOF(ws *websocket.Conn) error {
+func sendEOF(ws *wsConn) error {
 	if err := ws.Write(context.Background(), websocket.MessageBinary, nil); err != nil {
 		return fmt.Errorf("tunnel: send EOF: %w", err)
 	}
@@ -153,9 +153,9 @@ func sendEOF(ws *websocket.Conn) error {
 // copyDown writes the peer's messages to local until the websocket ends.
 // After the EOF message it keeps reading, so pongs and the close frame are
 // processed; any further data is a protocol error.
-func copyDown(ws *websocket.Conn, local localConn, busy *atomic.Int32, ev chan<- streamEvent) (int64, error) {
+func copyDown(ws *wsConn, local localConn, busy *atomic.Int32, ev chan<- streamEvent) (int64, error) {
 	rctx := context.Background() // reads end when ws is closed
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, maxMessage)
 	var total int64
 	eof := false
 	for {
@@ -168,11 +168,11 @@ func copyDown(ws *websocket.Conn, local localConn, busy *atomic.Int32, ev chan<-
 			return total, errors.New("tunnel: protocol error: unexpected message")
 		}
 		busy.Add(1)
-		n, err := io.CopyBuffer(writerOnly{local}, r, buf)
+		n, err := copyMessage(local, r, buf)
 		busy.Add(-1)
 		total += n
 		if err != nil {
-			return total, fmt.Errorf("tunnel: write local: %w", err)
+			return total, fmt.Errorf("tunnel: %w", err)
 		}
 		if n == 0 {
 			eof = true
@@ -182,6 +182,25 @@ func copyDown(ws *websocket.Conn, local localConn, busy *atomic.Int32, ev chan<-
 	}
 }
 
-// writerOnly hides ReadFrom, so CopyBuffer uses our buffer and the byte
-// count of each message is exact.
-type writerOnly struct{ io.Writer }
+// copyMessage writes one message from r to w, gathering as much of it as
+// buf holds before each write: the message arrives in pieces of whatever
+// size the proxies in between forward (nginx: 4 KiB by default), and one
+// write per piece would cost a syscall each.
+func copyMessage(w io.Writer, r io.Reader, buf []byte) (int64, error) {
+	var total int64
+	for {
+		n, err := io.ReadFull(r, buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return total, fmt.Errorf("write local: %w", werr)
+			}
+			total += int64(n)
+		}
+		switch {
+		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+			return total, nil
+		case err != nil:
+			return total, fmt.Errorf("read message: %w", err)
+		}
+	}
+}

@@ -47,7 +47,7 @@ func (c *Client) dial(ctx context.Context) (*link, error) {
 		h = http.Header{}
 	}
 	h.Set("Authorization", "Bearer "+c.cfg.Credential)
-	ws, resp, err := websocket.Dial(dctx, c.cfg.URL.String(), &websocket.DialOptions{
+	ws, cork, resp, err := Dial(dctx, c.cfg.URL.String(), &websocket.DialOptions{
 		HTTPClient:      c.http,
 		HTTPHeader:      h,
 		Subprotocols:    []string{Subprotocol},
@@ -66,7 +66,7 @@ func (c *Client) dial(ctx context.Context) (*link, error) {
 		_ = ws.Close(websocket.StatusProtocolError, "subprotocol required")
 		return nil, fmt.Errorf("wsproxy: dial %s: server did not accept subprotocol %s", c.cfg.URL.Redacted(), Subprotocol)
 	}
-	return newLink(ctx, ws, c.cfg.Keepalive, ReadLimit(c.cfg.MTU)), nil
+	return newLink(ctx, ws, cork, c.cfg.Keepalive, ReadLimit(c.cfg.MTU)), nil
 }
 
 func (c *Client) dialFailed(ctx context.Context, err error) {

@@ -102,7 +102,7 @@ func newHTTPClient(target *url.URL, proxy ProxyFunc, tlsCfg *tls.Config, dial di
 	}
 	d := &connectDialer{proxy: purl, tls: tlsCfg, dial: dial}
 	tr := &http.Transport{
-		DialContext:         d.DialContext,
+		DialContext:         corkDialer(d.DialContext),
 		TLSClientConfig:     tlsCfg,
 		TLSHandshakeTimeout: 15 * time.Second,
 		ForceAttemptHTTP2:   false,

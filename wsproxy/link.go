@@ -19,6 +19,9 @@ type Keepalive struct {
 	// common Ingress controllers and proxies.
 	Interval time.Duration
 	// Timeout for the pong; a peer that misses it is dead. Default 15s.
+	// It also bounds how long one message may take to arrive once its
+	// first frame came: a message that never ends (a flood of empty
+	// continuation frames) ends the link.
 	Timeout time.Duration
 	// WriteTimeout bounds the write of one message. Default 10s.
 	WriteTimeout time.Duration
@@ -40,11 +43,16 @@ func (k Keepalive) withDefaults() Keepalive {
 // errWriteTimeout ends a link whose peer does not read.
 var errWriteTimeout = errors.New("wsproxy: write deadline exceeded")
 
+// errMessageTimeout ends a link whose peer starts a message but does not
+// finish it in time.
+var errMessageTimeout = errors.New("wsproxy: message not completed within the keepalive timeout")
+
 // link is one established websocket carrying datagrams. It is shared by the
 // client and the server: a reader (run by whoever calls serve), a pinger
 // goroutine it owns, and writes bounded by a deadline.
 type link struct {
 	c     *websocket.Conn
+	cork  Corker
 	ka    Keepalive
 	ctx   context.Context // alive until the link fails or is closed
 	stop  context.CancelCauseFunc
@@ -52,16 +60,19 @@ type link struct {
 
 	wmu    sync.Mutex
 	wtimer *time.Timer
+	rtimer *time.Timer // armed while a message is being read
 
 	bytesIn, bytesOut atomic.Uint64
 }
 
-func newLink(parent context.Context, c *websocket.Conn, ka Keepalive, limit int) *link {
+func newLink(parent context.Context, c *websocket.Conn, cork Corker, ka Keepalive, limit int) *link {
 	c.SetReadLimit(int64(limit))
-	l := &link{c: c, ka: ka, limit: limit}
+	l := &link{c: c, cork: cork, ka: ka, limit: limit}
 	l.ctx, l.stop = context.WithCancelCause(parent)
 	l.wtimer = time.AfterFunc(math.MaxInt64, func() { l.fail(errWriteTimeout) })
 	l.wtimer.Stop()
+	l.rtimer = time.AfterFunc(math.MaxInt64, func() { l.fail(errMessageTimeout) })
+	l.rtimer.Stop()
 	return l
 }
 
@@ -85,7 +96,7 @@ func (l *link) write(p []byte) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	l.wtimer.Reset(l.ka.WriteTimeout)
-	err := l.c.Write(l.ctx, websocket.MessageBinary, p)
+	err := WriteCorked(l.ctx, l.c, l.cork, websocket.MessageBinary, p)
 	l.wtimer.Stop()
 	if err != nil {
 		l.fail(err)
@@ -122,7 +133,9 @@ func (l *link) readLoop(in *inbox, ep func() rxPacket) error {
 		}
 		p := ep()
 		p.buf = in.getBuf()
+		l.rtimer.Reset(l.ka.Timeout)
 		n, err := io.ReadFull(r, *p.buf)
+		l.rtimer.Stop()
 		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 			in.putBuf(p.buf)
 			return fmt.Errorf("wsproxy: read message: %w", err)

@@ -115,7 +115,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.wg.Done()
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+	ws, cork, err := Accept(w, r, &websocket.AcceptOptions{
 		Subprotocols:    []string{Subprotocol},
 		CompressionMode: websocket.CompressionDisabled,
 	})
@@ -124,7 +124,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.log.Debug("websocket upgrade failed", "remote", r.RemoteAddr, "err", err)
 		return
 	}
-	s.serveSession(r.Context(), peer, r.RemoteAddr, ws)
+	s.serveSession(r.Context(), peer, r.RemoteAddr, ws, cork)
 }
 
 // track counts a handler in, unless the server is shutting down.
@@ -138,8 +138,8 @@ func (s *Server) track() bool {
 	return true
 }
 
-func (s *Server) serveSession(ctx context.Context, peer, remote string, ws *websocket.Conn) {
-	sess := s.register(ctx, peer, ws)
+func (s *Server) serveSession(ctx context.Context, peer, remote string, ws *websocket.Conn, cork Corker) {
+	sess := s.register(ctx, peer, ws, cork)
 	log := s.log.With("peer", peer, "session", sess.ep.id, "remote", remote)
 	log.Info("session opened")
 	err := sess.serve(s.in)
@@ -148,10 +148,10 @@ func (s *Server) serveSession(ctx context.Context, peer, remote string, ws *webs
 }
 
 // register adds a session; a live session of the same peer is replaced.
-func (s *Server) register(ctx context.Context, peer string, ws *websocket.Conn) *session {
+func (s *Server) register(ctx context.Context, peer string, ws *websocket.Conn, cork Corker) *session {
 	s.mu.Lock()
 	s.nextID++
-	sess := newSession(ctx, &sessionEndpoint{id: s.nextID, peer: peer}, ws, s.cfg, s.limit, &s.drops)
+	sess := newSession(ctx, &sessionEndpoint{id: s.nextID, peer: peer}, ws, cork, s.cfg, s.limit, &s.drops)
 	old := s.byPeer[peer]
 	if old != nil {
 		delete(s.sessions, old.ep.id) // no more datagrams for it

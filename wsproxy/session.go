@@ -19,10 +19,10 @@ type session struct {
 	drops *atomic.Uint64
 }
 
-func newSession(ctx context.Context, ep *sessionEndpoint, ws *websocket.Conn, cfg ServerConfig, limit int, drops *atomic.Uint64) *session {
+func newSession(ctx context.Context, ep *sessionEndpoint, ws *websocket.Conn, cork Corker, cfg ServerConfig, limit int, drops *atomic.Uint64) *session {
 	s := &session{
 		ep:    ep,
-		link:  newLink(ctx, ws, cfg.Keepalive, limit),
+		link:  newLink(ctx, ws, cork, cfg.Keepalive, limit),
 		queue: make(chan *[]byte, cfg.QueueLen),
 		drops: drops,
 	}
