@@ -94,7 +94,7 @@ http { access_log off; client_body_temp_path $DIR; proxy_temp_path $DIR; fastcgi
   server { listen 198.18.0.1:443 ssl; ssl_certificate $DIR/tls.crt; ssl_certificate_key $DIR/tls.key;
     location / { proxy_pass http://10.244.1.5:8080; proxy_http_version 1.1;
       proxy_set_header Upgrade \$http_upgrade; proxy_set_header Connection \$connection_upgrade;
-      proxy_read_timeout 60s; proxy_buffering off; } } }
+      proxy_read_timeout 60s; proxy_buffering off; proxy_buffer_size 64k; proxy_buffers 4 64k; } } }
 CONF
 ns edge nginx -c "$DIR/edge.conf" -e "$DIR/edge.err" >/dev/null 2>&1 &
 for _ in $(seq 50); do ns node curl -sf --cacert "$DIR/tls.crt" -o /dev/null https://198.18.0.1/readyz && break; sleep 0.1; done

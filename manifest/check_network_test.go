@@ -61,6 +61,7 @@ func checkIngress(in *networkingv1.Ingress, s *corev1.Service, w want, add adder
 		"nginx.ingress.kubernetes.io/proxy-send-timeout": "3600",
 		"nginx.ingress.kubernetes.io/proxy-http-version": "1.1",
 		"nginx.ingress.kubernetes.io/backend-protocol":   "HTTP",
+		"nginx.ingress.kubernetes.io/proxy-buffer-size":  "64k",
 	}
 	if w.issuer != "" {
 		wantAnn["cert-manager.io/cluster-issuer"] = w.issuer

@@ -27,16 +27,17 @@ const (
 	sinkPort  = "7002" // the 1,000 idle flows' server in svc
 	// Exposed ports of the pod: the job's own servers (mesh ingress) and
 	// the tunnel's -R registrations.
-	jobIperfPort    = "9000"
-	jobPingPort     = "9001"
-	revIperfPort    = "9100"
-	revPingPort     = "9101"
-	localIperfPort  = "15201" // tunnel -L on the node's 127.0.0.1
-	localPingPort   = "17001"
-	slirpMTU        = "65520"
-	pastaAddr       = "10.0.2.100" // the user namespace's address under pasta,
-	pastaGateway    = "10.0.2.2"   // as slirp4netns's defaults, so that
-	pastaPrefixBits = "24"         // 198.18.0.2 is not local in it
+	jobIperfPort      = "9000"
+	jobPingPort       = "9001"
+	ingressBufferSize = "64k" // nginx's proxy_buffer_size, as deploy/kubernetes sets it
+	revIperfPort      = "9100"
+	revPingPort       = "9101"
+	localIperfPort    = "15201" // tunnel -L on the node's 127.0.0.1
+	localPingPort     = "17001"
+	slirpMTU          = "65520"
+	pastaAddr         = "10.0.2.100" // the user namespace's address under pasta,
+	pastaGateway      = "10.0.2.2"   // as slirp4netns's defaults, so that
+	pastaPrefixBits   = "24"         // 198.18.0.2 is not local in it
 )
 
 // bench is one nstest.MeshCluster with everything the paths need: Roles
@@ -95,6 +96,9 @@ func newBench(t *testing.T, cfg config) *bench {
 		Meshlaunch: meshlaunchBin,
 		Roles:      "bench-roles",
 		Sidecar:    nstest.SidecarOpts{Expose: []string{jobIperfPort, jobPingPort, revIperfPort, revPingPort}},
+		// The buffer size deploy/kubernetes recommends for the Ingress
+		// (nginx.ingress.kubernetes.io/proxy-buffer-size); docs/kubernetes.md.
+		Ingress: nstest.IngressOpts{BufferSize: ingressBufferSize},
 	})
 	waitExe(t, b.Sidecar.Pid(), "/meshlaunch") // its memory is measured by pid
 	topo := b.Topo
@@ -120,7 +124,7 @@ func newBench(t *testing.T, cfg config) *bench {
 	b.startRole(t, topo.Svc, "sink", nstest.ServiceIP+":"+sinkPort)
 
 	// NewMeshCluster started these two first; the report lists them here.
-	b.note("Ingress", "edge", "root (workers nobody)", "nginx: TLS on "+nstest.EdgeNodeIP+":443, proxy_pass http://"+nstest.SidecarAddr+", websocket upgrade, proxy_buffering off")
+	b.note("Ingress", "edge", "root (workers nobody)", "nginx: TLS on "+nstest.EdgeNodeIP+":443, proxy_pass http://"+nstest.SidecarAddr+", websocket upgrade, proxy_buffering off, proxy_buffer_size "+ingressBufferSize+" (as deploy/kubernetes sets it)")
 	b.note("sidecar", "pod", nobody, b.SidecarArgv()...)
 	return b
 }

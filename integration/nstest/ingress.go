@@ -25,6 +25,10 @@ type IngressOpts struct {
 	// how long a proxied connection, websocket included, may stay silent
 	// before nginx closes it. 0 means 60 s, nginx's default.
 	IdleTimeout time.Duration
+	// BufferSize is nginx's proxy_buffer_size, which is also the size of
+	// the buffers nginx copies an upgraded connection through; "" keeps
+	// nginx's default (4k).
+	BufferSize string
 	// Certs replaces the generated certificate, for example with one the
 	// client must refuse; nil generates a CA and a certificate for
 	// IngressServerName and EdgeNodeIP.
@@ -107,6 +111,10 @@ http {
 			proxy_read_timeout {{.Idle}}s;
 			proxy_send_timeout {{.Idle}}s;
 			proxy_buffering off;
+			{{- if .BufferSize}}
+			proxy_buffer_size {{.BufferSize}};
+			proxy_buffers 4 {{.BufferSize}};
+			{{- end}}
 		}
 	}
 }
@@ -129,6 +137,7 @@ func writeNginxConf(dir string, opts IngressOpts, certs *CertFiles) (string, err
 		"Certs":      certs,
 		"Upstream":   cmp.Or(opts.Upstream, PodIP+":8080"),
 		"Idle":       int(idle / time.Second),
+		"BufferSize": opts.BufferSize,
 	})
 	if err != nil {
 		return "", fmt.Errorf("render nginx.conf: %w", err)
