@@ -16,6 +16,9 @@ import (
 // reasonDraining refuses new egress flows while the sidecar shuts down.
 const reasonDraining = "shutting_down"
 
+// reasonSpoofed counts packets whose source is not the sending peer's.
+const reasonSpoofed = "spoofed_source"
+
 // errDraining refuses new tunnel dials while the sidecar shuts down.
 var errDraining = errors.New("sidecar shutting down")
 
@@ -39,7 +42,7 @@ func (s *Sidecar) checkFlow(f netstack.Flow) error {
 		return &netstack.Denied{Reason: reasonDraining}
 	}
 	if _, ok := s.byAddr[f.Src.Addr().Unmap()]; !ok {
-		return &netstack.Denied{Reason: "spoofed_source"}
+		return &netstack.Denied{Reason: reasonSpoofed}
 	}
 	return asDenied(s.policy.Check(f.Network, f.Dst))
 }

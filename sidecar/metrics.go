@@ -88,6 +88,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descFlowsTotal, st.TCPAccepted, "tcp")
 	counter(descFlowsTotal, st.UDPAccepted, "udp")
 	counter(descFlowsTotal, st.ICMPEchoForwarded, "icmp")
+	// WireGuard drops a spoofed source before the forwarder sees it.
+	st.Denied[reasonSpoofed] += s.dev.SpoofedPackets()
 	for reason, n := range st.Denied {
 		counter(descDenied, n, reason)
 	}

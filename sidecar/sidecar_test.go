@@ -37,6 +37,16 @@ type running struct {
 
 func startSidecar(t *testing.T, mod func(*Config)) *running {
 	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startSidecarOn(t, ln, mod)
+}
+
+// startSidecarOn is startSidecar serving on ln, which it closes.
+func startSidecarOn(t *testing.T, ln net.Listener, mod func(*Config)) *running {
+	t.Helper()
 	rc := filepath.Join(t.TempDir(), "resolv.conf")
 	if err := os.WriteFile(rc, []byte("nameserver 127.0.0.53\nsearch default.svc.cluster.local svc.cluster.local\noptions ndots:5\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -56,10 +66,7 @@ func startSidecar(t *testing.T, mod func(*Config)) *running {
 	}
 	sc, err := New(cfg)
 	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+		ln.Close()
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meshlaunch/meshlaunch/identity"
@@ -42,6 +43,7 @@ type Config struct {
 type Device struct {
 	dev       *device.Device
 	closeOnce sync.Once
+	spoofed   *atomic.Uint64
 }
 
 // New creates the device, configures it and brings it up.
@@ -53,7 +55,8 @@ func New(t tun.Device, b conn.Bind, cfg Config) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	dev := device.NewDevice(t, b, newLogger(cfg.Logger))
+	spoofed := new(atomic.Uint64)
+	dev := device.NewDevice(t, b, newLogger(cfg.Logger, spoofed))
 	if err := dev.IpcSet(uapi); err != nil {
 		dev.Close()
 		return nil, fmt.Errorf("wgdev: configure: %w", err)
@@ -62,7 +65,7 @@ func New(t tun.Device, b conn.Bind, cfg Config) (*Device, error) {
 		dev.Close()
 		return nil, fmt.Errorf("wgdev: up: %w", err)
 	}
-	return &Device{dev: dev}, nil
+	return &Device{dev: dev, spoofed: spoofed}, nil
 }
 
 func uapiConfig(cfg Config) (string, error) {
@@ -113,3 +116,7 @@ func (d *Device) Close() {
 
 // Done is closed once the device has stopped.
 func (d *Device) Done() <-chan struct{} { return d.dev.Wait() }
+
+// SpoofedPackets counts the packets dropped because their inner source
+// address is not in the AllowedIPs of the peer that sent them.
+func (d *Device) SpoofedPackets() uint64 { return d.spoofed.Load() }

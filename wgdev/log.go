@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.zx2c4.com/wireguard/device"
@@ -17,14 +18,27 @@ const (
 	errorWindow = 10 * time.Second
 )
 
-func newLogger(l *slog.Logger) *device.Logger {
+// wireguard-go reports a decrypted packet whose inner source address is
+// not in the sending peer's AllowedIPs (a spoofed source) only with these
+// verbose messages; newLogger counts them.
+const (
+	disallowedSrc4 = "IPv4 packet with disallowed source address from %v"
+	disallowedSrc6 = "IPv6 packet with disallowed source address from %v"
+)
+
+// newLogger adapts l for wireguard-go and counts dropped packets with a
+// disallowed source address in spoofed, with or without l.
+func newLogger(l *slog.Logger, spoofed *atomic.Uint64) *device.Logger {
 	if l == nil {
-		return &device.Logger{Verbosef: device.DiscardLogf, Errorf: device.DiscardLogf}
+		l = slog.New(slog.DiscardHandler)
 	}
 	l = l.With("component", "wireguard")
 	rl := &limiter{}
 	return &device.Logger{
 		Verbosef: func(format string, args ...any) {
+			if format == disallowedSrc4 || format == disallowedSrc6 {
+				spoofed.Add(1)
+			}
 			if l.Enabled(context.Background(), slog.LevelDebug) {
 				l.Debug(fmt.Sprintf(format, args...))
 			}

@@ -25,26 +25,34 @@ var fastBackoff = Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millis
 // down in cleanup.
 func newTestServer(t testing.TB, cfg ServerConfig) (*Server, *httptest.Server) {
 	t.Helper()
+	s, err := NewServer(withTestDefaults(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s)
+	t.Cleanup(func() { stopTestServer(t, s, hs) })
+	return s, hs
+}
+
+// withTestDefaults fills in the test credential (peer-a) and MTU.
+func withTestDefaults(cfg ServerConfig) ServerConfig {
 	if cfg.Auth == nil {
 		cfg.Auth = NewBearerCredentials(map[string]string{testCred: "peer-a"})
 	}
 	if cfg.MTU == 0 {
 		cfg.MTU = testMTU
 	}
-	s, err := NewServer(cfg)
-	if err != nil {
-		t.Fatal(err)
+	return cfg
+}
+
+// stopTestServer shuts s down, then its HTTP server.
+func stopTestServer(t testing.TB, s *Server, hs *httptest.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Errorf("shutdown: %v", err)
 	}
-	hs := httptest.NewServer(s)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		hs.Close()
-	})
-	return s, hs
+	hs.Close()
 }
 
 func wsURL(t testing.TB, hs *httptest.Server) *url.URL {

@@ -19,9 +19,9 @@ type Keepalive struct {
 	// common Ingress controllers and proxies.
 	Interval time.Duration
 	// Timeout for the pong; a peer that misses it is dead. Default 15s.
-	// It also bounds how long one message may take to arrive once its
-	// first frame came: a message that never ends (a flood of empty
-	// continuation frames) ends the link.
+	// It also bounds how long a message that has begun may go without
+	// payload arriving: a message that never ends (a flood of empty
+	// continuation frames) ends the link; a slow one does not.
 	Timeout time.Duration
 	// WriteTimeout bounds the write of one message. Default 10s.
 	WriteTimeout time.Duration
@@ -133,9 +133,7 @@ func (l *link) readLoop(in *inbox, ep func() rxPacket) error {
 		}
 		p := ep()
 		p.buf = in.getBuf()
-		l.rtimer.Reset(l.ka.Timeout)
-		n, err := io.ReadFull(r, *p.buf)
-		l.rtimer.Stop()
+		n, err := l.readMessage(r, *p.buf)
 		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 			in.putBuf(p.buf)
 			return fmt.Errorf("wsproxy: read message: %w", err)
@@ -155,6 +153,30 @@ func (l *link) readLoop(in *inbox, ep func() rxPacket) error {
 	}
 }
 
+// readMessage reads the message r into buf, like io.ReadFull. The link
+// fails if no payload arrives for the keepalive timeout: a slow carrier
+// keeps a large message going, a flood of empty continuation frames does
+// not.
+func (l *link) readMessage(r io.Reader, buf []byte) (int, error) {
+	l.rtimer.Reset(l.ka.Timeout)
+	defer l.rtimer.Stop()
+	total := 0
+	for total < len(buf) {
+		n, err := r.Read(buf[total:])
+		if n > 0 {
+			total += n
+			l.rtimer.Reset(l.ka.Timeout)
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) && total > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return total, err
+		}
+	}
+	return total, nil
+}
+
 func (l *link) pingLoop() {
 	t := time.NewTicker(l.ka.Interval)
 	defer t.Stop()
@@ -164,10 +186,13 @@ func (l *link) pingLoop() {
 			return
 		case <-t.C:
 		}
+		in := l.bytesIn.Load()
 		ctx, cancel := context.WithTimeout(l.ctx, l.ka.Timeout)
 		err := l.c.Ping(ctx)
 		cancel()
-		if err != nil && l.ctx.Err() == nil {
+		// Data that arrived meanwhile proves the peer alive: on a slow,
+		// congested carrier the pong waits behind it, late but not lost.
+		if err != nil && l.ctx.Err() == nil && l.bytesIn.Load() == in {
 			l.fail(fmt.Errorf("wsproxy: no pong within %s: %w", l.ka.Timeout, err))
 			return
 		}
