@@ -3,15 +3,10 @@ package netstack
 import (
 	"io"
 	"net"
-	"sync"
 	"sync/atomic"
+
+	"github.com/meshlaunch/meshlaunch/internal/relay"
 )
-
-// spliceBufSize is the copy buffer of one direction of a forwarded TCP flow.
-// Buffers are pooled; a flow holds two while it lives.
-const spliceBufSize = 32 << 10
-
-var spliceBufs = sync.Pool{New: func() any { b := make([]byte, spliceBufSize); return &b }}
 
 // closeWriter is a conn that can half-close.
 type closeWriter interface{ CloseWrite() error }
@@ -38,9 +33,7 @@ func (s *Stack) splice(inner, outer net.Conn) {
 
 // pipe copies src to dst, adding the bytes to n.
 func pipe(dst, src net.Conn, n *atomic.Uint64) {
-	bp := spliceBufs.Get().(*[]byte)
-	defer spliceBufs.Put(bp)
-	_, err := io.CopyBuffer(countingWriter{dst, n}, readerOnly{src}, *bp)
+	_, err := relay.Copy(countingWriter{dst, n}, src)
 	if err == nil {
 		// EOF: pass the half-close on. A conn that cannot half-close stays
 		// open until the other direction ends.
@@ -53,12 +46,7 @@ func pipe(dst, src net.Conn, n *atomic.Uint64) {
 	src.Close()
 }
 
-// readerOnly hides a conn's WriterTo so io.CopyBuffer uses the pooled buffer.
-type readerOnly struct{ r io.Reader }
-
-func (r readerOnly) Read(p []byte) (int, error) { return r.r.Read(p) }
-
-// countingWriter counts written bytes and hides the conn's ReaderFrom.
+// countingWriter counts written bytes.
 type countingWriter struct {
 	w io.Writer
 	n *atomic.Uint64

@@ -5,14 +5,9 @@ package relay
 
 import (
 	"context"
-	"io"
 	"net"
 	"sync"
 )
-
-const bufSize = 32 << 10
-
-var bufs = sync.Pool{New: func() any { b := make([]byte, bufSize); return &b }}
 
 type closeWriter interface{ CloseWrite() error }
 
@@ -31,9 +26,7 @@ func Splice(ctx context.Context, a, b net.Conn) {
 }
 
 func pipe(dst, src net.Conn) {
-	bp := bufs.Get().(*[]byte)
-	defer bufs.Put(bp)
-	_, err := io.CopyBuffer(writerOnly{dst}, readerOnly{src}, *bp)
+	_, err := Copy(dst, src)
 	if err == nil {
 		if cw, ok := dst.(closeWriter); ok && cw.CloseWrite() == nil {
 			return
@@ -42,12 +35,3 @@ func pipe(dst, src net.Conn) {
 	dst.Close()
 	src.Close()
 }
-
-// readerOnly and writerOnly hide ReadFrom/WriteTo so the pooled buffer is used.
-type readerOnly struct{ r io.Reader }
-
-func (r readerOnly) Read(p []byte) (int, error) { return r.r.Read(p) }
-
-type writerOnly struct{ w io.Writer }
-
-func (w writerOnly) Write(p []byte) (int, error) { return w.w.Write(p) }
