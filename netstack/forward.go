@@ -161,27 +161,28 @@ func (f *forwarder) udpPacket(id stack.TransportEndpointID, pkt *stack.PacketBuf
 
 // admit applies the policy and the caps to a new flow. withFlow also takes a
 // flow unit (TCP and UDP; an echo relay only takes an in-flight unit).
-// Refusals are counted and logged at debug level.
-func (f *forwarder) admit(fl Flow, withFlow bool) (*ticket, bool) {
+// Refusals are counted and logged at debug level; the reason is returned
+// with a nil ticket.
+func (f *forwarder) admit(fl Flow, withFlow bool) (*ticket, string) {
 	if reason := f.check(fl); reason != "" {
 		f.refuse(fl, reason)
-		return nil, false
+		return nil, reason
 	}
 	src := fl.Src.Addr()
 	if !f.inFlight.acquire(src) {
 		f.refuse(fl, reasonLimitInFlight)
-		return nil, false
+		return nil, reasonLimitInFlight
 	}
 	t := &ticket{f: f, src: src, dialing: true}
 	if withFlow {
 		if !f.flows.acquire(src) {
 			t.release()
 			f.refuse(fl, reasonLimitFlows)
-			return nil, false
+			return nil, reasonLimitFlows
 		}
 		t.flow = true
 	}
-	return t, true
+	return t, ""
 }
 
 // check runs the policy and returns the refusal reason, or "".

@@ -20,7 +20,8 @@ const (
 
 // handleTCP serves one new inbound SYN on the goroutine gVisor started for
 // it. It dials first and completes the inner handshake only if the dial
-// succeeded; every refusal is a RST. It always completes r and returns when
+// succeeded; every refusal is a RST except over the in-flight cap, where
+// the SYN is dropped for the job to retry. It always completes r and returns when
 // the flow has ended. Close waits for it.
 //
 // The dial cannot be cancelled by the inner client hanging up: before the
@@ -33,9 +34,13 @@ func (f *forwarder) handleTCP(r *tcp.ForwarderRequest) {
 	}
 	defer f.s.leave()
 	fl := flowOf("tcp", r.ID())
-	t, ok := f.admit(fl, true)
-	if !ok {
-		r.Complete(true)
+	t, reason := f.admit(fl, true)
+	if t == nil {
+		// Over the in-flight cap the SYN is dropped, not reset: the job's
+		// TCP sends it again after 1 s (then 3 s, 7 s, ...), as when a
+		// listen queue overflows, so a burst of connects is spread out
+		// instead of failing. Every other refusal is a RST.
+		r.Complete(reason != reasonLimitInFlight)
 		return
 	}
 	defer t.release()

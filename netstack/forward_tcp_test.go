@@ -184,8 +184,10 @@ func blackhole(ctx context.Context, f Flow) (net.Conn, error) {
 }
 
 // TestTCPForwardInFlightCaps fills the per-source and the global in-flight
-// caps with dials that hang, checks that excess flows get a fast RST counted
-// as limit_inflight, and that the slots return after DialTimeout.
+// caps with dials that hang, checks that the SYN of an excess flow is
+// dropped and counted as limit_inflight (not refused: the client's TCP
+// retries it), that the slots return after DialTimeout, and that the
+// retried flows then connect.
 func TestTCPForwardInFlightCaps(t *testing.T) {
 	const hangPort, dialTimeout = 9, 700 * time.Millisecond // below gVisor's 1s SYN RTO
 	port := server(t, echo)
@@ -211,28 +213,38 @@ func TestTCPForwardInFlightCaps(t *testing.T) {
 		}()
 		eventually(t, 5*time.Second, fmt.Sprintf("InFlight = %d", want), func() bool { return p.router.Stats().InFlight == want })
 	}
-	refusedFast := func(src netip.Addr, wantDenied uint64) {
+	waited := make(chan error, 2)
+	overCap := func(src netip.Addr, wantDenied uint64) {
 		t.Helper()
-		start := time.Now()
-		_, err := p.client.DialTCP(ctx, netip.AddrPortFrom(src, 0), dst(port))
-		if !errors.Is(err, syscall.ECONNREFUSED) {
-			t.Fatalf("over-cap dial from %v: error = %v, want ECONNREFUSED", src, err)
-		}
-		if d := time.Since(start); d > dialTimeout/2 {
-			t.Errorf("over-cap refusal took %v", d)
-		}
-		if n := p.router.Stats().Denied[reasonLimitInFlight]; n != wantDenied {
-			t.Errorf("Denied[limit_inflight] = %d, want %d", n, wantDenied)
+		go func() {
+			c, err := p.client.DialTCP(ctx, netip.AddrPortFrom(src, 0), dst(port))
+			if err == nil {
+				c.Close()
+			}
+			waited <- err
+		}()
+		eventually(t, 5*time.Second, fmt.Sprintf("Denied[limit_inflight] = %d", wantDenied), func() bool {
+			return p.router.Stats().Denied[reasonLimitInFlight] >= wantDenied
+		})
+		select {
+		case err := <-waited:
+			t.Fatalf("over-cap dial from %v ended at once (%v); its SYN should have been dropped for a retry", src, err)
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
 	hang(srcA, 1)
 	hang(srcA, 2)
-	refusedFast(srcA, 1) // per-source cap
+	overCap(srcA, 1) // per-source cap
 	hang(srcB, 3)
-	refusedFast(srcB, 2) // global cap
+	overCap(srcB, 2) // global cap
 	for range 3 {
 		if err := <-hung; !errors.Is(err, syscall.ECONNREFUSED) {
 			t.Errorf("hung dial ended with %v, want ECONNREFUSED after DialTimeout", err)
+		}
+	}
+	for range 2 {
+		if err := <-waited; err != nil {
+			t.Errorf("over-cap dial after the slots came back: %v, want it connected by its SYN retry", err)
 		}
 	}
 	st := p.router.Stats()

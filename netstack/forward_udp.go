@@ -24,8 +24,8 @@ var udpBufs = sync.Pool{New: func() any { b := make([]byte, udpBufSize); return 
 // goroutine. A refused flow's datagram is dropped.
 func (f *forwarder) handleUDP(r *udp.ForwarderRequest) {
 	fl := flowOf("udp", r.ID())
-	t, ok := f.admit(fl, true)
-	if !ok {
+	t, _ := f.admit(fl, true)
+	if t == nil {
 		return
 	}
 	var wq waiter.Queue

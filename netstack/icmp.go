@@ -88,8 +88,8 @@ func (s *Stack) interceptEcho(pkt []byte) bool {
 		return true
 	}
 	fl := Flow{Network: "icmp", Src: netip.AddrPortFrom(req.src, 0), Dst: netip.AddrPortFrom(req.dst, 0)}
-	t, ok := f.admit(fl, false)
-	if !ok {
+	t, _ := f.admit(fl, false)
+	if t == nil {
 		return true
 	}
 	req.data = append([]byte(nil), req.data...)
