@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshlaunch/meshlaunch/identity"
 	"github.com/meshlaunch/meshlaunch/meshapi"
 	"github.com/meshlaunch/meshlaunch/wsproxy"
 )
@@ -22,7 +21,7 @@ var errUnauthorized = errors.New("the sidecar refused the credential (401): the 
 
 // fetchConfig asks the sidecar for the job's configuration, retrying with
 // backoff until ctx ends; a refused credential fails at once.
-func fetchConfig(ctx context.Context, rc RunConfig, cred string) (meshapi.JobConfig, error) {
+func fetchConfig(ctx context.Context, rc RunConfig, id keys) (meshapi.JobConfig, error) {
 	hc, err := wsproxy.NewHTTPClient(rc.Server, rc.HTTP)
 	if err != nil {
 		return meshapi.JobConfig{}, err
@@ -31,8 +30,9 @@ func fetchConfig(ctx context.Context, rc RunConfig, cred string) (meshapi.JobCon
 	u.Scheme = strings.Replace(u.Scheme, "ws", "http", 1)
 	delay := 100 * time.Millisecond
 	for {
-		jc, err := getConfig(ctx, hc, u.String(), cred)
-		if err == nil || errors.Is(err, errUnauthorized) {
+		jc, err := getConfig(ctx, hc, u.String(), id)
+		var fe *finalError
+		if err == nil || errors.Is(err, errUnauthorized) || errors.As(err, &fe) {
 			return jc, err
 		}
 		var pe *wsproxy.ProxyError
@@ -52,7 +52,7 @@ func fetchConfig(ctx context.Context, rc RunConfig, cred string) (meshapi.JobCon
 	}
 }
 
-func getConfig(ctx context.Context, hc *http.Client, url, cred string) (meshapi.JobConfig, error) {
+func getConfig(ctx context.Context, hc *http.Client, url string, id keys) (meshapi.JobConfig, error) {
 	var jc meshapi.JobConfig
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
@@ -60,18 +60,19 @@ func getConfig(ctx context.Context, hc *http.Client, url, cred string) (meshapi.
 	if err != nil {
 		return jc, err
 	}
-	req.Header.Set("Authorization", "Bearer "+cred)
+	req.Header = id.header()
+	req.Header.Set("Authorization", "Bearer "+id.credential)
 	resp, err := hc.Do(req)
 	if err != nil {
 		return jc, err
 	}
 	defer resp.Body.Close()
-	switch {
-	case resp.StatusCode == http.StatusUnauthorized:
+	if resp.StatusCode == http.StatusUnauthorized {
 		return jc, errUnauthorized
-	case resp.StatusCode != http.StatusOK:
+	}
+	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return jc, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(b)))
+		return jc, refusal(resp.StatusCode, strings.TrimSpace(string(b)), id)
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&jc); err != nil {
 		return jc, fmt.Errorf("decode configuration: %w", err)
@@ -96,7 +97,7 @@ func isTLSFailure(err error) bool {
 // what stands in the way: reachability, the proxy, TLS, the credential.
 func CheckServer(ctx context.Context, rc RunConfig) Finding {
 	f := Finding{Name: "sidecar " + rc.Server.Redacted()}
-	id, err := identity.Derive(rc.Secret)
+	id, err := rc.identity()
 	if err != nil {
 		f.Detail = err.Error()
 		return f
@@ -108,7 +109,7 @@ func CheckServer(ctx context.Context, rc RunConfig) Finding {
 	}
 	u := wsproxy.JoinPath(rc.Server, meshapi.ConfigPath)
 	u.Scheme = strings.Replace(u.Scheme, "ws", "http", 1)
-	jc, err := getConfig(ctx, hc, u.String(), id.Credential)
+	jc, err := getConfig(ctx, hc, u.String(), id)
 	if err != nil {
 		f.Detail = err.Error()
 		return f
@@ -116,4 +117,21 @@ func CheckServer(ctx context.Context, rc RunConfig) Finding {
 	f.OK = true
 	f.Detail = fmt.Sprintf("pod IP %s, routes %v, MTU %d", jc.Address, jc.Routes, jc.MTU)
 	return f
+}
+
+// finalError is a refusal of the configuration that retrying cannot
+// change.
+type finalError struct{ reason string }
+
+func (e *finalError) Error() string { return "launcher: " + e.reason }
+
+// refusal explains a configuration request the sidecar refused.
+func refusal(status int, body string, id keys) error {
+	switch {
+	case status == http.StatusBadRequest && !id.explicit && strings.Contains(body, meshapi.PeerHeader):
+		return &finalError{"the sidecar serves explicit peers (--peer): run with --private-key-file and a key whose public key is one of its --peer"}
+	case status == http.StatusForbidden && id.explicit:
+		return &finalError{fmt.Sprintf("the sidecar does not list this job's public key %s as a --peer; add it there, or use the key it lists", id.private.Public())}
+	}
+	return fmt.Errorf("%d %s: %s", status, http.StatusText(status), body)
 }

@@ -21,18 +21,29 @@ type mesh struct {
 	peer   identity.PublicKey
 }
 
+// reconnectMax caps the launcher's reconnect backoff (wsproxy's default
+// is 30 s). After a long carrier outage the delays have grown to the cap,
+// and the cap is how long a carrier that came back may go unnoticed:
+// measured by integration/nsfaults TestLongTransferSurvivesLongOutage, a
+// 60 s outage left the launcher idle for 28 s after the carrier returned.
+// One attempt every 2.5-5 s per launcher is no storm for a sidecar, which
+// serves its own few peers.
+const reconnectMax = 5 * time.Second
+
 // startMesh brings the device up on t; the client starts connecting.
 // The device owns t from here on.
-func startMesh(rc RunConfig, id identity.Identity, t tun.Device, mtu int) (*mesh, error) {
-	peer := id.SidecarKey.Public()
+func startMesh(rc RunConfig, id keys, t tun.Device, mtu int) (*mesh, error) {
+	peer := id.sidecar
 	trig := wgdev.NewTrigger(peer)
 	cli, err := wsproxy.NewClient(wsproxy.ClientConfig{
 		URL:         wsproxy.JoinPath(rc.Server, "/v1/mesh"),
-		Credential:  id.Credential,
+		Credential:  id.credential,
+		Header:      id.header(),
 		MTU:         mtu,
 		TLS:         rc.HTTP.TLS,
 		Proxy:       rc.HTTP.Proxy,
 		DialContext: rc.HTTP.DialContext,
+		Backoff:     wsproxy.Backoff{Max: reconnectMax},
 		OnConnect:   trig.Fire,
 		Logger:      rc.Logger,
 	})
@@ -41,7 +52,7 @@ func startMesh(rc RunConfig, id identity.Identity, t tun.Device, mtu int) (*mesh
 		return nil, err
 	}
 	dev, err := wgdev.New(t, cli, wgdev.Config{
-		PrivateKey: id.PeerKey,
+		PrivateKey: id.private,
 		Peers: []wgdev.Peer{{
 			PublicKey: peer,
 			// Anything may come from the sidecar (ingress keeps the

@@ -34,6 +34,10 @@ const hostTunName = "ml1"
 type RunConfig struct {
 	Server *url.URL // ws:// or wss:// with the sidecar's path prefix
 	Secret string
+	// PrivateKey is the job's own WireGuard key, for a sidecar with
+	// explicit peers (its public key is one of the sidecar's --peer);
+	// zero derives the key from Secret.
+	PrivateKey identity.PrivateKey
 	// Routes are added to the sidecar's.
 	Routes []netip.Prefix
 	// Publish forwards host ports into the job.
@@ -96,14 +100,17 @@ func Run(ctx context.Context, rc RunConfig, argv []string) (int, error) {
 	if err := rc.defaults(); err != nil {
 		return -1, err
 	}
-	id, err := identity.Derive(rc.Secret)
+	id, err := rc.identity()
 	if err != nil {
-		return -1, fmt.Errorf("launcher: %w", err)
+		return -1, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, rc.Wait)
 	defer cancel()
-	jc, err := fetchConfig(wctx, rc, id.Credential)
+	jc, err := fetchConfig(wctx, rc, id)
 	if err != nil {
+		return -1, err
+	}
+	if id.sidecar, err = rc.sidecarKey(id, jc); err != nil {
 		return -1, err
 	}
 	rc.Logger.Debug("configuration", "address", jc.Address, "routes", jc.Routes, "mtu", jc.MTU)
@@ -154,7 +161,7 @@ func (s *session) close() {
 }
 
 // start builds the namespaces and the tunnel; the job waits for Go.
-func start(ctx, wctx context.Context, rc RunConfig, id identity.Identity, jc meshapi.JobConfig, argv []string) (*session, error) {
+func start(ctx, wctx context.Context, rc RunConfig, id keys, jc meshapi.JobConfig, argv []string) (*session, error) {
 	cfg := namespaceConfig(rc, jc)
 	job, err := Start(ctx, cfg, argv)
 	if err != nil {
@@ -168,7 +175,7 @@ func start(ctx, wctx context.Context, rc RunConfig, id identity.Identity, jc mes
 	return s, nil
 }
 
-func (s *session) attach(wctx context.Context, rc RunConfig, id identity.Identity, jc meshapi.JobConfig) error {
+func (s *session) attach(wctx context.Context, rc RunConfig, id keys, jc meshapi.JobConfig) error {
 	t, err := newFileTUN(s.job.TUN(), s.job.TunName(), jc.MTU)
 	if err != nil {
 		return err

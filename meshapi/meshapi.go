@@ -43,7 +43,19 @@ type JobConfig struct {
 	Expose []string `json:"expose,omitempty"`
 	// ServiceAddr is the in-tunnel service address.
 	ServiceAddr netip.Addr `json:"serviceAddr"`
+	// SidecarKey is the sidecar's WireGuard public key (base64). A
+	// launcher with its own key (explicit peers) needs it; one whose keys
+	// derive from the secret derives it too.
+	SidecarKey string `json:"sidecarKey,omitempty"`
 }
+
+// PeerHeader names a client's WireGuard public key (base64) on the config
+// request and the websocket upgrade, for a sidecar with explicit peers:
+// the sidecar answers each peer with its own address, and the sessions of
+// different peers do not replace each other. It is a claim, not a proof:
+// any holder of the credential may claim any peer's key; WireGuard's
+// handshake is what authenticates the traffic.
+const PeerHeader = "Meshlaunch-Peer"
 
 // DNSConfig is the pod's resolver view, served through the tunnel.
 type DNSConfig struct {

@@ -5,16 +5,14 @@ import (
 	"net/netip"
 
 	"github.com/meshlaunch/meshlaunch/identity"
+	"github.com/meshlaunch/meshlaunch/meshapi"
 	"github.com/meshlaunch/meshlaunch/wgdev"
 	"github.com/meshlaunch/meshlaunch/wsproxy"
 )
 
-// PeerHeader names the peer's public key on the websocket upgrade. It is
-// needed only when a sidecar serves several explicit peers, so that the
-// sessions of different peers do not replace each other. It is a claim,
-// not a proof: any holder of the credential may claim any peer's key, and
-// WireGuard's handshake is what authenticates the traffic.
-const PeerHeader = "Meshlaunch-Peer"
+// PeerHeader is meshapi.PeerHeader: a client names its public key in it
+// when the sidecar serves explicit peers.
+const PeerHeader = meshapi.PeerHeader
 
 // derivedPeer names the single peer of a secret-derived sidecar.
 const derivedPeer = "job"

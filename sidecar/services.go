@@ -110,6 +110,7 @@ func (s *Sidecar) jobConfig(peer netip.Addr) meshapi.JobConfig {
 		Routes:      s.cfg.Routes,
 		MTU:         s.cfg.MTU,
 		ServiceAddr: s.cfg.ServiceAddr,
+		SidecarKey:  s.privateKey().Public().String(),
 		Expose:      expose,
 		DNS: meshapi.DNSConfig{
 			Nameserver: s.cfg.ServiceAddr,
