@@ -36,6 +36,7 @@ HTTPS_PROXY / HTTP_PROXY / NO_PROXY are honoured (with proxy credentials).`,
 			withEnv(&cli.StringFlag{Name: "server", Usage: "the sidecar's URL, ws:// or wss://, with the Ingress path prefix if any (required)"}),
 			tokenFileFlag(),
 			requireTLSFlag(),
+			jobKeyFlag(),
 			withEnv(&cli.StringSliceFlag{Name: "route", Usage: "extra CIDR sent through the mesh, on top of the sidecar's routes (repeat)"}),
 			withEnv(&cli.StringSliceFlag{Name: "publish", Usage: "forward a host port into the job, [BIND:]HOSTPORT:PORT[/udp] (repeat; BIND defaults to 127.0.0.1)"}),
 			withEnv(&cli.StringFlag{Name: "host-network", Value: launcher.HostNetworkNAT, Usage: "reach this node's network through a userspace NAT (nat) or not at all (none)"}),
@@ -46,6 +47,7 @@ HTTPS_PROXY / HTTP_PROXY / NO_PROXY are honoured (with proxy credentials).`,
 			withEnv(&cli.DurationFlag{Name: "give-up-after", Usage: "stop the job (and exit non-zero) if the tunnel stays down this long while it runs; 0 waits forever"}),
 			withEnv(&cli.BoolFlag{Name: "quiet", Usage: "no status line when the tunnel is up (logs still follow --log-level)"}),
 			withEnv(&cli.DurationFlag{Name: "kill-grace", Value: launcher.DefaultKillGrace, Usage: "after SIGTERM/SIGINT, SIGKILL the job if it has not exited within this"}),
+			pprofFlag(),
 		},
 		Action: a.action(a.runRun),
 	}
@@ -66,6 +68,14 @@ func (a *app) runRun(ctx context.Context, cmd *cli.Command) error {
 	if !cmd.Bool("quiet") {
 		rc.Status = a.stderr
 	}
+	// The launcher's own process (this one) stays in the node's network
+	// namespace; only its child enters the job's, so the endpoint is the
+	// node's.
+	stopPprof, err := a.startPprof(ctx, cmd)
+	if err != nil {
+		return err
+	}
+	defer stopPprof()
 	// Signals go to the job from here on; the context must not end the
 	// launcher before the job has had its say.
 	code, err := launcher.Run(context.WithoutCancel(ctx), rc, argv)
@@ -90,8 +100,12 @@ func (a *app) serverConfig(cmd *cli.Command) (launcher.RunConfig, error) {
 	if err != nil {
 		return rc, err
 	}
+	key, err := readPrivateKey(cmd.String("private-key-file"))
+	if err != nil {
+		return rc, err
+	}
 	return launcher.RunConfig{
-		Server: u, Secret: secret,
+		Server: u, Secret: secret, PrivateKey: key,
 		HTTP: wsproxy.HTTPOptions{TLS: wsproxy.TLSOptions{CAFile: cmd.String("ca-file"), Insecure: cmd.Bool("insecure")}},
 	}, nil
 }

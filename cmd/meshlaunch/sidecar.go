@@ -72,6 +72,7 @@ func sidecarFlags() []cli.Flag {
 		withEnv(&cli.IntFlag{Name: "max-flows-per-peer", Value: netstack.DefaultMaxFlowsPerSource, Usage: "established egress TCP flows and UDP sessions, per peer"}),
 		withEnv(&cli.DurationFlag{Name: "udp-idle-timeout", Value: netstack.DefaultUDPIdleTimeout, Usage: "egress UDP sessions idle this long are closed"}),
 		withEnv(&cli.IntFlag{Name: "max-ingress", Value: 4096, Usage: "concurrent ingress connections and UDP sessions"}),
+		pprofFlag(),
 	}
 }
 
@@ -92,6 +93,12 @@ func (a *app) runSidecar(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
+	stopPprof, err := a.startPprof(ctx, cmd)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer stopPprof()
 	return sc.Serve(ctx, ln)
 }
 
@@ -227,6 +234,12 @@ func listen(addr, certFile, keyFile string) (net.Listener, error) {
 		ln = tls.NewListener(ln, tlsCfg)
 	}
 	return ln, nil
+}
+
+// jobKeyFlag is a launcher's own WireGuard key, for a sidecar with
+// explicit peers.
+func jobKeyFlag() cli.Flag {
+	return withEnv(&cli.StringFlag{Name: "private-key-file", Usage: "this job's WireGuard private key (from 'meshlaunch keygen'), for a sidecar with explicit peers: its public key must be one of the sidecar's --peer"})
 }
 
 // readPrivateKey reads a base64 WireGuard key from path; "" is no key.

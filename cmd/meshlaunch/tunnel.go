@@ -46,6 +46,7 @@ node has no user namespaces. More in docs/tunnel.md.`,
 			withEnv(&cli.BoolFlag{Name: "proxy-protocol", Usage: "send a PROXY protocol v1 header with the pod-side client address on every -R TCP connection"}),
 			withEnv(&cli.StringFlag{Name: "ca-file", Usage: "PEM bundle trusted for the sidecar and the proxy"}),
 			withEnv(&cli.BoolFlag{Name: "insecure", Usage: "do not verify the sidecar's certificate (logged loudly)"}),
+			pprofFlag(),
 		},
 		Action: a.action(a.runTunnel),
 	}
@@ -59,14 +60,20 @@ func (a *app) runTunnel(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	if hp := cmd.String("stdio"); hp != "" {
-		if len(locals)+len(remotes)+len(socks) > 0 {
-			return usageErrorf("tunnel: --stdio cannot be combined with -L, -R or --socks")
-		}
-		return c.Stdio(ctx, hp, os.Stdin, os.Stdout)
+	hp := cmd.String("stdio")
+	if hp != "" && len(locals)+len(remotes)+len(socks) > 0 {
+		return usageErrorf("tunnel: --stdio cannot be combined with -L, -R or --socks")
 	}
-	if len(locals)+len(remotes)+len(socks) == 0 {
+	if hp == "" && len(locals)+len(remotes)+len(socks) == 0 {
 		return usageErrorf("tunnel: nothing to do: give -L, -R, --socks or --stdio")
+	}
+	stopPprof, err := a.startPprof(ctx, cmd)
+	if err != nil {
+		return err
+	}
+	defer stopPprof()
+	if hp != "" {
+		return c.Stdio(ctx, hp, os.Stdin, os.Stdout)
 	}
 	if err := c.Run(ctx, locals, remotes, socks); err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("tunnel: %w", err)

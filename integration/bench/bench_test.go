@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,13 +49,14 @@ func TestBench(t *testing.T) {
 	ps := b.paths()
 	b.measurePaths(t, ps)
 	b.finalMemory(t)
+	b.profilePaths(t, ps) // after finalMemory: the profiles cost the processes memory
 	b.res.loadAfter = loadAverage()
 	b.res.elapsed = time.Since(start)
 
 	for _, p := range ps {
 		r := b.res.paths[p.key]
 		ours := strings.HasPrefix(p.key, "mesh") || p.key == "hostnat" || strings.HasPrefix(p.key, "tunnel")
-		if ours && len(r.bps[oneStream]) == 0 && (len(cfg.only) == 0 || slices.Contains(cfg.only, p.key)) {
+		if ours && len(r.bps[oneStream]) == 0 && cfg.selected(p.key) {
 			t.Errorf("%s: no iperf3 run succeeded: %s", p.name, r.lastErr[oneStream])
 		}
 	}

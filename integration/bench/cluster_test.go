@@ -32,12 +32,17 @@ const (
 	ingressBufferSize = "64k" // nginx's proxy_buffer_size, as deploy/kubernetes sets it
 	revIperfPort      = "9100"
 	revPingPort       = "9101"
-	localIperfPort    = "15201" // tunnel -L on the node's 127.0.0.1
-	localPingPort     = "17001"
-	slirpMTU          = "65520"
-	pastaAddr         = "10.0.2.100" // the user namespace's address under pasta,
-	pastaGateway      = "10.0.2.2"   // as slirp4netns's defaults, so that
-	pastaPrefixBits   = "24"         // 198.18.0.2 is not local in it
+	// The meshlaunch processes' --pprof-addr, each on the loopback of
+	// its own namespace (pod for the sidecar, node for the others).
+	sidecarPprof    = "127.0.0.1:6060"
+	launcherPprof   = "127.0.0.1:6061"
+	tunnelPprof     = "127.0.0.1:6062"
+	localIperfPort  = "15201" // tunnel -L on the node's 127.0.0.1
+	localPingPort   = "17001"
+	slirpMTU        = "65520"
+	pastaAddr       = "10.0.2.100" // the user namespace's address under pasta,
+	pastaGateway    = "10.0.2.2"   // as slirp4netns's defaults, so that
+	pastaPrefixBits = "24"         // 198.18.0.2 is not local in it
 )
 
 // bench is one nstest.MeshCluster with everything the paths need: Roles
@@ -95,7 +100,10 @@ func newBench(t *testing.T, cfg config) *bench {
 	b.MeshCluster = nstest.NewMeshCluster(t, nstest.MeshOpts{ // skips unless root
 		Meshlaunch: meshlaunchBin,
 		Roles:      "bench-roles",
-		Sidecar:    nstest.SidecarOpts{Expose: []string{jobIperfPort, jobPingPort, revIperfPort, revPingPort}},
+		Sidecar: nstest.SidecarOpts{
+			Expose: []string{jobIperfPort, jobPingPort, revIperfPort, revPingPort},
+			Flags:  []string{"--pprof-addr", sidecarPprof}, // profilesPhase
+		},
 		// The buffer size deploy/kubernetes recommends for the Ingress
 		// (nginx.ingress.kubernetes.io/proxy-buffer-size); docs/kubernetes.md.
 		Ingress: nstest.IngressOpts{BufferSize: ingressBufferSize},
@@ -165,10 +173,12 @@ func launcherOpts(timeout time.Duration) nstest.ProcOpts {
 	return nstest.ProcOpts{Env: env, Timeout: timeout}
 }
 
-// runArgv is "meshlaunch run" with the cluster's Ingress and secret.
-func (b *bench) runArgv(job ...string) []string {
+// runArgv is "meshlaunch run" with the cluster's Ingress and secret,
+// then flags.
+func (b *bench) runArgv(flags []string, job ...string) []string {
 	argv := []string{b.Bin, "run", "--server", b.Ingress.URL, "--ca-file", b.Ingress.CAFile,
-		"--token-file", b.Token, "--wait", "30s", "--quiet", "--"}
+		"--token-file", b.Token, "--wait", "30s", "--quiet"}
+	argv = append(append(argv, flags...), "--")
 	return append(argv, job...)
 }
 
@@ -185,9 +195,9 @@ func (b *bench) startLauncher(t *testing.T) {
 	}
 	b.agentSock = filepath.Join(agentDir, "agent.sock")
 	job := []string{"env", roleEnv + "=agent", b.Roles, b.agentSock}
-	argv := append(b.asNobodyWithTun(t), b.runArgv(job...)...)
-	b.launcher = b.Topo.Start(t, b.Topo.Node, launcherOpts(0), argv...)
-	b.note("launcher (long-lived; its job runs the clients and servers of the mesh and host-NAT paths)", "node", nobody+", private /dev/net/tun 0666", b.runArgv(job...)...)
+	run := b.runArgv([]string{"--pprof-addr", launcherPprof}, job...)
+	b.launcher = b.Topo.Start(t, b.Topo.Node, launcherOpts(0), append(b.asNobodyWithTun(t), run...)...)
+	b.note("launcher (long-lived; its job runs the clients and servers of the mesh and host-NAT paths)", "node", nobody+", private /dev/net/tun 0666", run...)
 	b.launcherPid = b.launcher.Pid()
 	waitExe(t, b.launcherPid, "/meshlaunch")
 	deadline := time.Now().Add(45 * time.Second)
@@ -283,7 +293,8 @@ func (b *bench) startTunnel(t *testing.T) {
 		"-L", "127.0.0.1:" + localIperfPort + ":" + nstest.ServiceIP + ":" + iperfPort,
 		"-L", "127.0.0.1:" + localPingPort + ":" + nstest.ServiceIP + ":" + pingPort,
 		"-R", revIperfPort + ":127.0.0.1:" + iperfPort,
-		"-R", revPingPort + ":127.0.0.1:" + pingPort}
+		"-R", revPingPort + ":127.0.0.1:" + pingPort,
+		"--pprof-addr", tunnelPprof}
 	opts := launcherOpts(0)
 	opts.User = nobody
 	b.tunnel = b.Topo.Start(t, b.Topo.Node, opts, argv...)

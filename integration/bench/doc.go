@@ -6,7 +6,9 @@
 // 1-byte TCP ping-pong through every path a user could pick: the loopback
 // and veth limits, slirp4netns and pasta, the mesh both ways, the host
 // NAT, tunnel -L and -R; then the sidecar's and the launcher's memory, the
-// CPU cost per GiB and the start-up time of "meshlaunch run -- true".
+// CPU cost per GiB and the start-up time of "meshlaunch run -- true"; last,
+// CPU profiles of the meshlaunch processes on each of meshlaunch's paths
+// (their --pprof-addr), summarised by category and top functions.
 // It writes docs/benchmarks.md and docs/benchmarks.svg and prints the
 // table.
 //
@@ -17,5 +19,7 @@
 //
 // MESHLAUNCH_BENCH_REPS (default 3) and MESHLAUNCH_BENCH_SECONDS (default
 // 5) change the number of runs per measurement and the length of each
-// iperf3 run. The package has no code outside its tests.
+// iperf3 run; MESHLAUNCH_BENCH_PATHS=KEY,... measures only those paths
+// (prints the tables, writes no docs); MESHLAUNCH_BENCH_PROFILES=DIR keeps
+// the raw CPU profiles there. The package has no code outside its tests.
 package bench

@@ -28,6 +28,11 @@ type config struct {
 	only []string
 }
 
+// selected says whether the path with key is measured in this run.
+func (c config) selected(key string) bool {
+	return len(c.only) == 0 || slices.Contains(c.only, key)
+}
+
 func loadConfig(t *testing.T) config {
 	t.Helper()
 	cfg := config{reps: 3, seconds: 5, pingN: 2000, pingWarm: 200, pingRuns: 3, flows: 1000, startupRuns: 10}
@@ -67,7 +72,10 @@ type path struct {
 	// with; the first ones, up to costProcs, make up the path's cost.
 	cpu       []proc
 	costProcs int
-	na        string // why the path is not measured, or ""
+	// pprof are the meshlaunch processes on the path, profiled by
+	// profilePaths; none for the paths that are not meshlaunch's.
+	pprof []pprofTarget
+	na    string // why the path is not measured, or ""
 }
 
 // paths lists every measured path, in the order of the report.
@@ -83,6 +91,9 @@ func (b *bench) paths() []*path {
 		return ps
 	}
 	host := func(h, port string) string { return h + ":" + port }
+	sidecarPP := pprofTarget{"sidecar", b.Topo.Pod, sidecarPprof}
+	launcherPP := pprofTarget{"launcher", b.Topo.Node, launcherPprof}
+	tunnelPP := pprofTarget{"tunnel", b.Topo.Node, tunnelPprof}
 	ps := []*path{
 		{key: "loopback", name: "loopback TCP (limit)", client: "node", server: "node, 127.0.0.1",
 			iperf: host("127.0.0.1", iperfPort), ping: host("127.0.0.1", pingPort), run: node},
@@ -94,19 +105,19 @@ func (b *bench) paths() []*path {
 			iperf: host(nstest.NodeIP, iperfPort), ping: host(nstest.NodeIP, pingPort), na: b.pasta.na},
 		{key: "mesh-out", name: "mesh: job → Service", client: "job of meshlaunch run", server: "svc, " + nstest.ServiceIP,
 			iperf: host(nstest.ServiceIP, iperfPort), ping: host(nstest.ServiceIP, pingPort), run: b.inJob, reverse: true,
-			cpu: withNginx(sidecar, launcher), costProcs: 2},
+			cpu: withNginx(sidecar, launcher), costProcs: 2, pprof: []pprofTarget{sidecarPP, launcherPP}},
 		{key: "mesh-in", name: "mesh: cluster → job (exposed port)", client: "svc", server: "job, " + nstest.PodIP + " (pod IP)",
 			iperf: host(nstest.PodIP, jobIperfPort), ping: host(nstest.PodIP, jobPingPort), run: svc,
-			cpu: withNginx(sidecar, launcher), costProcs: 2},
+			cpu: withNginx(sidecar, launcher), costProcs: 2, pprof: []pprofTarget{sidecarPP, launcherPP}},
 		{key: "hostnat", name: "host NAT: job → node", client: "job of meshlaunch run", server: "node, " + nstest.NodeIP,
 			iperf: host(nstest.NodeIP, iperfPort), ping: host(nstest.NodeIP, pingPort), run: b.inJob,
-			cpu: []proc{launcher}, costProcs: 1},
+			cpu: []proc{launcher}, costProcs: 1, pprof: []pprofTarget{launcherPP}},
 		{key: "tunnel-L", name: "tunnel -L: node → Service", client: "node, 127.0.0.1:" + localIperfPort + " (-L)", server: "svc, " + nstest.ServiceIP,
 			iperf: host("127.0.0.1", localIperfPort), ping: host("127.0.0.1", localPingPort), run: node,
-			cpu: withNginx(sidecar, tunnel), costProcs: 2},
+			cpu: withNginx(sidecar, tunnel), costProcs: 2, pprof: []pprofTarget{sidecarPP, tunnelPP}},
 		{key: "tunnel-R", name: "tunnel -R: cluster → node", client: "svc", server: "node, 127.0.0.1 (-R " + revIperfPort + ")",
 			iperf: host(nstest.PodIP, revIperfPort), ping: host(nstest.PodIP, revPingPort), run: svc,
-			cpu: withNginx(sidecar, tunnel), costProcs: 2},
+			cpu: withNginx(sidecar, tunnel), costProcs: 2, pprof: []pprofTarget{sidecarPP, tunnelPP}},
 	}
 	for _, u := range []struct {
 		key string
@@ -166,6 +177,7 @@ type results struct {
 	startup []float64 // ms
 	// startupErr says why start-up was not measured.
 	startupErr string
+	profiles   profilePhase
 	loadBefore string
 	loadAfter  string
 	elapsed    time.Duration
@@ -187,7 +199,7 @@ func (b *bench) measurePaths(t *testing.T, ps []*path) {
 		}
 		start := time.Now()
 		for _, p := range order {
-			if p.na != "" || len(b.cfg.only) > 0 && !slices.Contains(b.cfg.only, p.key) {
+			if p.na != "" || !b.cfg.selected(p.key) {
 				continue
 			}
 			kinds := []string{oneStream, fourStreams}
@@ -226,10 +238,32 @@ type iperfSum struct {
 	BitsPerSecond float64 `json:"bits_per_second"`
 }
 
+// parseIperf reads the output of one "iperf3 -J" run: the receiver's
+// totals, or why the run failed.
+func parseIperf(stdout, stderr string, code int) (iperfSum, error) {
+	var out iperfJSON
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		return iperfSum{}, fmt.Errorf("exit %d, no JSON (%v): %s", code, err, lastLine(stderr+stdout))
+	}
+	if out.Error != "" || code != 0 {
+		return iperfSum{}, fmt.Errorf("exit %d: %s %s", code, out.Error, lastLine(stderr))
+	}
+	if out.End.SumReceived.Bytes == 0 {
+		return iperfSum{}, errors.New("no bytes received")
+	}
+	return out.End.SumReceived, nil
+}
+
 // iperfArgv is the client's command line for one kind of run.
 func (b *bench) iperfArgv(p *path, kind string) []string {
+	return iperfArgvFor(p, kind, b.cfg.seconds)
+}
+
+// iperfArgvFor is the client's command line for one kind of run of
+// seconds.
+func iperfArgvFor(p *path, kind string, seconds int) []string {
 	h, port, _ := strings.Cut(p.iperf, ":")
-	argv := []string{"iperf3", "-c", h, "-p", port, "-t", strconv.Itoa(b.cfg.seconds), "-J", "--connect-timeout", "5000"}
+	argv := []string{"iperf3", "-c", h, "-p", port, "-t", strconv.Itoa(seconds), "-J", "--connect-timeout", "5000"}
 	switch kind {
 	case fourStreams:
 		argv = append(argv, "-P", "4")
@@ -264,18 +298,12 @@ func (b *bench) iperf(t *testing.T, p *path, kind string) {
 				t.Fatalf("%s: %v", p.name, err)
 			}
 		}
-		var out iperfJSON
-		if jerr := json.Unmarshal([]byte(stdout), &out); jerr != nil {
-			err = fmt.Errorf("exit %d, no JSON (%v): %s", code, jerr, lastLine(stderr+stdout))
-		} else if out.Error != "" || code != 0 {
-			err = fmt.Errorf("exit %d: %s %s", code, out.Error, lastLine(stderr))
-		} else if out.End.SumReceived.Bytes == 0 {
-			err = errors.New("no bytes received")
-		} else {
-			res.bps[kind] = append(res.bps[kind], out.End.SumReceived.BitsPerSecond)
-			t.Logf("%s, %s: %.2f Gbit/s", p.name, kind, out.End.SumReceived.BitsPerSecond/1e9)
+		var sum iperfSum
+		if sum, err = parseIperf(stdout, stderr, code); err == nil {
+			res.bps[kind] = append(res.bps[kind], sum.BitsPerSecond)
+			t.Logf("%s, %s: %.2f Gbit/s", p.name, kind, sum.BitsPerSecond/1e9)
 			if account {
-				run := cpuRun{gib: float64(out.End.SumReceived.Bytes) / (1 << 30), secs: map[string]float64{}}
+				run := cpuRun{gib: float64(sum.Bytes) / (1 << 30), secs: map[string]float64{}}
 				for name, s := range after {
 					run.secs[name] = s - before[name]
 				}
@@ -408,7 +436,7 @@ func (b *bench) finalMemory(t *testing.T) {
 // as nobody in node, one after the other, each from fork to reaping.
 func (b *bench) measureStartup(t *testing.T) {
 	t.Helper()
-	argv := append([]string{b.Roles, strconv.Itoa(b.cfg.startupRuns), "--"}, b.runArgv("true")...)
+	argv := append([]string{b.Roles, strconv.Itoa(b.cfg.startupRuns), "--"}, b.runArgv(nil, "true")...)
 	b.note("start-up, timed by this package's timeit role", "node", nobody+", private /dev/net/tun 0666",
 		append([]string{roleEnv + "=timeit"}, argv...)...)
 	opts := launcherOpts(3 * time.Minute)

@@ -167,7 +167,9 @@ func (b *bench) pathsTable(ps []*path) string {
 			vs = fmt.Sprintf("%.2f×", one/slirp)
 		}
 		lat50, lat99 := "failed", "failed"
-		if len(pr.p50) > 0 {
+		if len(pr.p50) == 0 && pr.fails[latency] == 0 {
+			lat50, lat99 = "—", "—" // not measured: a partial run
+		} else if len(pr.p50) > 0 {
 			lat50, lat99 = fmt.Sprintf("%.0f", median(pr.p50)), fmt.Sprintf("%.0f", median(pr.p99))
 		}
 		fmt.Fprintf(&w, "| %s | %s → %s | %s | %s | %s | %s | %s | %s |\n", p.name, p.client, p.server,
@@ -400,6 +402,7 @@ func (b *bench) report(ps []*path) report {
 	p("read before and after each one-stream iperf3 run; the median over the runs. The kernel's share (the launcher's TUN, ")
 	p("veths, loopback) is in the processes' stime only where it runs in their syscalls.\n\n")
 	p("%s\n", b.cpuTable(ps))
+	b.writeProfiles(&w)
 
 	p("## Memory\n\n")
 	p("VmRSS from `/proc/PID/status`, the median of three readings a second apart. \"Idle\" is right after the long-lived ")
@@ -434,8 +437,8 @@ func (b *bench) report(ps []*path) report {
 	p("%s\n", b.runsTable(ps))
 
 	p("## Not measured here\n\n")
-	p("- CPU profiles (`pprof`) of each path and the levers of issue 7 (inner MTU, batching, offloads, buffer sizes, write coalescing): ")
-	p("the benchmark measures the build as it is.\n")
+	p("- The levers of issue 7 (inner MTU, batching, offloads, buffer sizes, write coalescing): the benchmark measures the build as it is; ")
+	p("the profiles above show where its CPU goes.\n")
 	p("- UDP throughput, and more than one peer on the sidecar.\n")
 	for _, pa := range ps {
 		if pa.na != "" {
@@ -443,7 +446,7 @@ func (b *bench) report(ps []*path) report {
 		}
 	}
 
-	table := "Targets (issue 7)\n\n" + tt + "\nPaths\n\n" + pt
+	table := "Targets (issue 7)\n\n" + tt + "\nPaths\n\n" + pt + "\nProfiles\n\n" + b.profileTables()
 	return report{markdown: w.String(), svg: b.plot(ps), table: table}
 }
 
