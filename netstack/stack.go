@@ -202,11 +202,16 @@ func setTCPOptions(ip *stack.Stack) error {
 	recovery := tcpip.TCPRecovery(0)                       // RACK loss detection retransmits spuriously in gVisor (tailscale#9707)
 	cc := tcpip.CongestionControlOption("reno")            // cubic overflows the sender's cwnd arithmetic (gvisor#11632); pin it
 	moderate := tcpip.TCPModerateReceiveBufferOption(true) // auto-tune receive windows to the measured rate
+	// TIME_WAIT of 1 s instead of 60: gVisor passes a new SYN for a 4-tuple
+	// in TIME_WAIT only to a listener, never to a forwarder, so a job whose
+	// kernel reused a source port soon after the destination closed first
+	// had its connect dropped for a minute (TestTCPForwardReusedSourcePort).
+	timeWait := tcpip.TCPTimeWaitTimeoutOption(time.Second)
 	// ~1 MiB windows per flow by default, auto-tuned up to 8 MiB (receive)
 	// and 6 MiB (send) for high bandwidth-delay tunnels.
 	rcv := tcpip.TCPReceiveBufferSizeRangeOption{Min: tcp.MinBufferSize, Default: tcpRecvBufDefault, Max: tcpRecvBufMax}
 	snd := tcpip.TCPSendBufferSizeRangeOption{Min: tcp.MinBufferSize, Default: tcpSendBufDefault, Max: tcpSendBufMax}
-	opts := []tcpip.SettableTransportProtocolOption{&sack, &recovery, &cc, &moderate, &rcv, &snd}
+	opts := []tcpip.SettableTransportProtocolOption{&sack, &recovery, &cc, &moderate, &timeWait, &rcv, &snd}
 	for _, o := range opts {
 		if err := ip.SetTransportProtocolOption(tcp.ProtocolNumber, o); err != nil {
 			return fmt.Errorf("set tcp option %T: %w", o, convertError(err))

@@ -1,0 +1,86 @@
+package soak
+
+import (
+	"net/http"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshlaunch/meshlaunch/integration/nstest"
+)
+
+const nobody = "nobody"
+
+// cluster is an nstest.MeshCluster (the sidecar as nobody with no
+// capabilities, nginx as the Ingress, httpecho on the Service, dnsmasq)
+// with tcpecho on the Service host for uploads and a fault relay on the
+// node's loopback in front of the Ingress, through which the launcher
+// connects. The Ingress certificate also names 127.0.0.1, so the launcher
+// verifies it through the relay.
+type cluster struct {
+	*nstest.MeshCluster
+	relay  *nstest.Proc
+	server string       // wss://127.0.0.1:PORT: the relay
+	pod    *http.Client // from inside the pod namespace: /metrics
+	svc    *http.Client // from the Service host: the job at the pod IP
+	certs  *nstest.CertFiles
+}
+
+func newCluster(t *testing.T) *cluster {
+	t.Helper()
+	nstest.Require(t)
+	certs, err := nstest.GenerateCerts(nstest.SharedDir(t, "soak-certs-"), nstest.IngressServerName,
+		netip.MustParseAddr(nstest.EdgeNodeIP), netip.MustParseAddr("127.0.0.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{certs: certs, MeshCluster: nstest.NewMeshCluster(t, nstest.MeshOpts{
+		Meshlaunch: meshlaunchBin,
+		Roles:      "soak-roles",
+		Ingress:    nstest.IngressOpts{Certs: certs},
+	})}
+	c.pod = newHTTPClient(nstest.DialerIn(t, c.Topo.Pod))
+	c.svc = newHTTPClient(nstest.DialerIn(t, c.Topo.Svc))
+	t.Cleanup(func() {
+		c.pod.CloseIdleConnections()
+		c.svc.CloseIdleConnections()
+	})
+	c.Topo.StartRole(t, c.Topo.Svc, nobody, "tcpecho", echoAddr)
+	c.Topo.WaitTCP(t, c.Topo.Svc, echoAddr, 10*time.Second)
+	c.relay = c.startRole(t, c.Topo.Node, "relay", nstest.EdgeNodeIP+":443")
+	out := waitStdout(t, c.relay, 10*time.Second, "relay listening on ")
+	_, addr, _ := strings.Cut(strings.TrimSpace(out), "relay listening on ")
+	c.server = "wss://" + strings.Fields(addr)[0]
+	return c
+}
+
+// startRole runs one of this package's roles in ns as nobody.
+func (c *cluster) startRole(t *testing.T, ns, role string, args ...string) *nstest.Proc {
+	t.Helper()
+	opts := nstest.ProcOpts{User: nobody, Env: []string{roleEnv + "=" + role, "GORACE=atexit_sleep_ms=0"}}
+	return c.Topo.Start(t, ns, opts, append([]string{c.Roles}, args...)...)
+}
+
+// waitStdout waits until p's stdout holds want and returns it; it fails
+// t if p exits first or timeout passes.
+func waitStdout(t *testing.T, p *nstest.Proc, timeout time.Duration, want string) string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		out := p.Stdout()
+		if strings.Contains(out, want) {
+			return out
+		}
+		select {
+		case <-p.Done():
+			code, _ := p.Wait(time.Second)
+			t.Fatalf("%s exited (%d) before printing %q\nstdout:\n%s\nstderr:\n%s", p.Name(), code, want, out, p.Stderr())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s printed no %q within %v\nstdout:\n%s\nstderr:\n%s", p.Name(), want, timeout, out, p.Stderr())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
