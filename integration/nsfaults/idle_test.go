@@ -36,6 +36,7 @@ const (
 // connection).
 func TestLongIdleCarriersOutliveIngressTimeout(t *testing.T) {
 	long(t)
+	t.Parallel()
 	t.Run("control", testIngressTimeoutCutsSilentWebsocket)
 	c := newCluster(t, clusterOpts{idleTimeout: nginxIdle})
 	relay, server := c.startRelay(t) // no faults until the control

@@ -50,6 +50,7 @@ func TestTransferSurvivesOutage(t *testing.T) {
 // reconnect 28.6 s, resume 46 s after the carrier's return.)
 func TestLongTransferSurvivesSilentOutage(t *testing.T) {
 	long(t)
+	t.Parallel() // minutes of waiting, little work: the long tests overlap
 	testOutage(t, outageCase{outage: 5 * time.Second, mode: faultrelay.BlackholeNew, silent: true,
 		reconnect: 35 * time.Second, resume: 75 * time.Second})
 }
@@ -66,6 +67,7 @@ func TestLongTransferSurvivesSilentOutage(t *testing.T) {
 // default 30 s cap; resume 42 s, set by the inner TCP.)
 func TestLongTransferSurvivesLongOutage(t *testing.T) {
 	long(t)
+	t.Parallel()
 	testOutage(t, outageCase{outage: 60 * time.Second, mode: faultrelay.RefuseNew,
 		reconnect: 8 * time.Second, resume: 65 * time.Second})
 }

@@ -15,9 +15,11 @@ const nobody = "nobody"
 // cluster is an nstest.MeshCluster (the sidecar as nobody with no
 // capabilities, nginx as the Ingress, httpecho on the Service, dnsmasq)
 // with tcpecho on the Service host for uploads and a fault relay on the
-// node's loopback in front of the Ingress, through which the launcher
-// connects. The Ingress certificate also names 127.0.0.1, so the launcher
-// verifies it through the relay.
+// node's loopback in front of the Ingress, through which every launcher
+// connects. The Ingress certificate also names 127.0.0.1, so the
+// launchers verify it through the relay. The sidecar has a key of its own
+// and one explicit peer per launcher (peers), each with its own key: the
+// first takes the pod IP, so the exposed port leads to its job.
 type cluster struct {
 	*nstest.MeshCluster
 	relay  *nstest.Proc
@@ -25,6 +27,7 @@ type cluster struct {
 	pod    *http.Client // from inside the pod namespace: /metrics
 	svc    *http.Client // from the Service host: the job at the pod IP
 	certs  *nstest.CertFiles
+	peers  []peer
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -39,7 +42,9 @@ func newCluster(t *testing.T) *cluster {
 		Meshlaunch: meshlaunchBin,
 		Roles:      "soak-roles",
 		Ingress:    nstest.IngressOpts{Certs: certs},
+		NoSidecar:  true,
 	})}
+	c.startSidecar(t)
 	c.pod = newHTTPClient(nstest.DialerIn(t, c.Topo.Pod))
 	c.svc = newHTTPClient(nstest.DialerIn(t, c.Topo.Svc))
 	t.Cleanup(func() {

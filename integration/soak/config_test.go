@@ -24,7 +24,7 @@ const (
 	sampleEvery   = 10 * time.Second
 	progressEvery = 30 * time.Second
 	// settleMax bounds the wait for the sidecar to come back to its
-	// start figures after the job has gone: above the 60 s UDP idle
+	// start figures after the jobs have gone: above the 60 s UDP idle
 	// timeout, after which every egress UDP session is reaped, and above
 	// the Go runtime's 2-minute forced GC, the only collection an idle
 	// process gets, so freed buffers are collected and their pages can

@@ -1,6 +1,7 @@
 package soak
 
 import (
+	"fmt"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,7 +16,7 @@ import (
 type driver struct {
 	t     *testing.T
 	c     *cluster
-	job   *nstest.Proc
+	jobs  []*launcher // the main one first
 	side  *clusterSide
 	began time.Time
 	d     time.Duration
@@ -27,8 +28,8 @@ type driver struct {
 	resets, restarts  int
 }
 
-func newDriver(t *testing.T, c *cluster, job *nstest.Proc, side *clusterSide, began time.Time, d time.Duration) *driver {
-	return &driver{t: t, c: c, job: job, side: side, began: began, d: d,
+func newDriver(t *testing.T, c *cluster, jobs []*launcher, side *clusterSide, began time.Time, d time.Duration) *driver {
+	return &driver{t: t, c: c, jobs: jobs, side: side, began: began, d: d,
 		nextSample: began, nextKill: began.Add(warmUp(d) + killEvery), nextProgress: began.Add(progressEvery)}
 }
 
@@ -43,10 +44,12 @@ func (dr *driver) run() {
 }
 
 func (dr *driver) step(now time.Time) {
-	select {
-	case <-dr.job.Done():
-		dr.t.Fatalf("the launcher exited during the soak\nstdout tail:\n%s\nstderr:\n%s", tailLines(dr.job.Stdout(), 20), dr.job.Stderr())
-	default:
+	for _, l := range dr.jobs {
+		select {
+		case <-l.proc.Done():
+			dr.t.Fatalf("%s (%s) exited during the soak\nstdout tail:\n%s\nstderr:\n%s", l.name, l.addr, tailLines(l.proc.Stdout(), 20), l.proc.Stderr())
+		default:
+		}
 	}
 	if dr.start.at.IsZero() && now.Sub(dr.began) >= warmUp(dr.d) {
 		dr.start = dr.c.mustScrape(dr.t)
@@ -68,7 +71,7 @@ func (dr *driver) step(now time.Time) {
 	}
 }
 
-// kill cuts every websocket between the launcher and the sidecar,
+// kill cuts every websocket between the launchers and the sidecar,
 // alternating a reset at the relay (RST, no FIN) and a restart of nginx.
 func (dr *driver) kill() {
 	dr.kills = append(dr.kills, time.Now())
@@ -82,9 +85,13 @@ func (dr *driver) kill() {
 }
 
 func (dr *driver) progress(now time.Time) {
-	job, _ := lastCounts(parseEvents(dr.job.Stdout()), evStats)
-	dr.t.Logf("soak %v of %v: job %s; cluster to job %s; kills %d; sidecar %s",
-		now.Sub(dr.began).Round(time.Second), dr.d, job, dr.side.snapshot(), len(dr.kills), dr.last)
+	var b strings.Builder
+	for _, l := range dr.jobs {
+		job, _ := lastCounts(parseEvents(l.proc.Stdout()), evStats)
+		fmt.Fprintf(&b, "\n  %s (%s): %s", l.name, l.addr, job)
+	}
+	dr.t.Logf("soak %v of %v: cluster to job %s; kills %d; sidecar %s%s",
+		now.Sub(dr.began).Round(time.Second), dr.d, dr.side.snapshot(), len(dr.kills), dr.last, b.String())
 }
 
 // resetRelay has the relay reset every connection (the n-th reset) and

@@ -29,60 +29,74 @@ const (
 	quitTimeout = 10 * time.Minute
 )
 
-// runJob is the launcher's job: it serves the exposed port, runs the
-// job's side of the traffic mix for -duration, prints its report (one
-// JSON event per line) and exits once the test asks it to (/quit).
+// runJob is a launcher's job: it runs the job's side of the traffic mix
+// for -duration and prints its report (one JSON event per line). The
+// main job (at the pod IP) also serves the exposed port and exits once the
+// test asks it to (/quit); an extra job (-extra), whose launcher does not
+// hold the pod IP and so gets no exposed port, runs a lighter mix and
+// exits once its last operation is over.
 func runJob(args []string) error {
 	fs := flag.NewFlagSet("job", flag.ContinueOnError)
 	d := fs.Duration("duration", 0, "how long to start new operations")
+	extra := fs.Bool("extra", false, "an extra launcher's job: no server, the lighter mix")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *d <= 0 || fs.NArg() > 0 {
-		return fmt.Errorf("usage: job -duration D (got %q)", args)
+		return fmt.Errorf("usage: job -duration D [-extra] (got %q)", args)
 	}
 	out := &printer{w: os.Stdout}
-	srv, err := startJobServer(jobListen)
-	if err != nil {
-		return err
+	var srv *jobServer
+	if !*extra {
+		var err error
+		if srv, err = startJobServer(jobListen); err != nil {
+			return err
+		}
 	}
 	tl := &tally{emit: out.print}
 	out.print(event{Kind: evReady})
-	runJobTraffic(*d, tl, out)
+	runJobTraffic(*d, tl, out, jobWorkers(*extra))
 	c := tl.snapshot()
 	out.print(event{Kind: evFinal, Counts: &c})
+	if srv == nil {
+		return nil
+	}
 	return srv.waitQuit(quitTimeout)
 }
 
-// runJobTraffic runs the job's workers for d, printing running totals.
-func runJobTraffic(d time.Duration, tl *tally, out *printer) {
+// runJobTraffic runs ws for d, printing running totals.
+func runJobTraffic(d time.Duration, tl *tally, out *printer, ws []worker) {
 	stop, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	reports, stopReports := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { printStats(reports, tl, out) })
-	runWorkers(stop, context.Background(), tl, jobWorkers())
+	runWorkers(stop, context.Background(), tl, ws)
 	stopReports()
 	wg.Wait()
 }
 
 // jobWorkers: two short-request loops and a DNS loop against the Service
 // by name, two downloads from it and one upload through an echo server,
-// all byte-checked.
-func jobWorkers() []worker {
+// all byte-checked. An extra job runs one loop of each kind (a request, a
+// download, an upload, DNS): with three launchers the full mix in each
+// would triple the paced transfers on a small shared machine, and the
+// soak measures staying power, not throughput.
+func jobWorkers(extra bool) []worker {
 	var d net.Dialer
 	client := newHTTPClient(d.DialContext)
 	request := worker{what: "request " + webBase, kind: opRequest, pause: requestPause, timeout: opTimeout,
-		op: requestOp(client, webBase+"/", nstest.PodIP)}
+		op: requestOp(client, webBase+"/", nstest.PodIP)} // every job's egress leaves from the pod IP
 	download := worker{what: "download " + webBase, kind: opTransfer, timeout: opTimeoutLong,
 		op: downloadOp(client, webBase, transferBytes)}
-	return []worker{
-		request, request, download, download,
-		{what: "upload " + echoAddr, kind: opTransfer, timeout: opTimeoutLong,
-			op: echoOp(d.DialContext, echoAddr, transferBytes)},
-		{what: "dns " + webName, kind: opDNS, pause: dnsPause, timeout: opTimeout,
-			op: dnsOp(net.DefaultResolver, webName, nstest.ServiceIP)},
+	upload := worker{what: "upload " + echoAddr, kind: opTransfer, timeout: opTimeoutLong,
+		op: echoOp(d.DialContext, echoAddr, transferBytes)}
+	dns := worker{what: "dns " + webName, kind: opDNS, pause: dnsPause, timeout: opTimeout,
+		op: dnsOp(net.DefaultResolver, webName, nstest.ServiceIP)}
+	if extra {
+		return []worker{request, download, upload, dns}
 	}
+	return []worker{request, request, download, download, upload, dns}
 }
 
 // printStats prints the running totals every sampleEvery until ctx ends.

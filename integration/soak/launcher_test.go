@@ -12,17 +12,38 @@ import (
 	"github.com/meshlaunch/meshlaunch/internal/tundev"
 )
 
+// launcher is one "meshlaunch run" of the soak and its job.
+type launcher struct {
+	peer
+	proc *nstest.Proc
+}
+
+// startLaunchers starts one launcher per peer of the sidecar, the main
+// one (the pod IP) first; each returns once its job is ready.
+func (c *cluster) startLaunchers(t *testing.T, d time.Duration) []*launcher {
+	t.Helper()
+	ls := make([]*launcher, 0, len(c.peers))
+	for _, p := range c.peers {
+		ls = append(ls, c.startLauncher(t, p, d))
+	}
+	return ls
+}
+
 // startLauncher runs "meshlaunch run" in the node namespace as nobody
-// with no capabilities, through the relay, with the job role for d; it
-// returns once the job serves its exposed port. Cleanup stops it.
-func (c *cluster) startLauncher(t *testing.T, d time.Duration) *nstest.Proc {
+// with no capabilities, through the relay, with p's key and the job role
+// for d; it returns once the job is ready (the main job: serves its
+// exposed port). Cleanup stops it.
+func (c *cluster) startLauncher(t *testing.T, p peer, d time.Duration) *launcher {
 	t.Helper()
 	argv := append(asNobody(t), c.Bin, "run", "--server", c.server, "--ca-file", c.Ingress.CAFile,
-		"--token-file", c.Token, "--wait", "30s",
+		"--token-file", c.Token, "--private-key-file", p.keyFile, "--wait", "30s",
 		"--", "env", roleEnv+"=job", c.Roles, "-duration", d.String())
-	p := c.Topo.Start(t, c.Topo.Node, launcherOpts(), argv...)
-	waitStdout(t, p, 60*time.Second, `"kind":"`+evReady+`"`)
-	return p
+	if !p.main {
+		argv = append(argv, "-extra")
+	}
+	proc := c.Topo.Start(t, c.Topo.Node, launcherOpts(), argv...)
+	waitStdout(t, proc, 60*time.Second, `"kind":"`+evReady+`"`)
+	return &launcher{peer: p, proc: proc}
 }
 
 // asNobody is the launcher's prefix: a private /dev/net/tun at 0666 in a

@@ -13,28 +13,43 @@ type outcome struct {
 	d                      time.Duration
 	idle, start, peak, end sample
 	settled                time.Duration
-	job, cluster           counts
-	jobFinal               bool    // the job reported its totals after its last operation
-	failures               []event // every failure but refused
-	refused                []event // new connections refused during a reconnect
-	transfers              int     // transfers with start and end times, both sides
-	cut                    int     // of those, in flight at a kill
+	jobs                   []jobResult // one per launcher, the main one first
+	job, cluster           counts      // job: every launcher's together
+	failures               []event     // every failure but refused
+	refused                []event     // new connections refused during a reconnect
+	transfers              int         // transfers with start and end times, both sides
+	cut                    int         // of those, in flight at a kill
 	kills                  int
 	resets, restarts       int
-	reconnects             int // "websocket lost" in the launcher's log
+}
+
+// jobResult is what one launcher's job reported.
+type jobResult struct {
+	name, addr string
+	counts     counts
+	final      bool // the job reported its totals after its last operation
+	reconnects int  // "websocket lost" in the launcher's log
 }
 
 func newOutcome(dr *driver, idle, end sample, settled time.Duration) *outcome {
-	events := append(parseEvents(dr.job.Stdout()), dr.side.rec.all()...)
-	transfers := ofKind(events, evTransfer)
-	jobFinal, ok := lastCounts(events, evFinal)
 	o := &outcome{
 		d: dr.d, idle: idle, start: dr.start, peak: peakOf(dr.peak, end), end: end, settled: settled,
-		job: jobFinal, cluster: dr.side.snapshot(), jobFinal: ok,
-		transfers: len(transfers), cut: cutByKills(transfers, dr.kills),
-		kills: len(dr.kills), resets: dr.resets, restarts: dr.restarts,
-		reconnects: strings.Count(dr.job.Stderr(), "websocket lost; reconnecting"),
+		cluster: dr.side.snapshot(), kills: len(dr.kills), resets: dr.resets, restarts: dr.restarts,
 	}
+	events := dr.side.rec.all()
+	for _, l := range dr.jobs {
+		evs := parseEvents(l.proc.Stdout())
+		r := jobResult{name: l.name, addr: l.addr, reconnects: strings.Count(l.proc.Stderr(), "websocket lost; reconnecting")}
+		r.counts, r.final = lastCounts(evs, evFinal)
+		o.jobs = append(o.jobs, r)
+		o.job = o.job.add(r.counts)
+		for _, e := range evs {
+			e.What = l.name + ": " + e.What // a failure says whose it was
+			events = append(events, e)
+		}
+	}
+	transfers := ofKind(events, evTransfer)
+	o.transfers, o.cut = len(transfers), cutByKills(transfers, dr.kills)
 	o.failures, o.refused = splitFailures(ofKind(events, evFail), dr.kills)
 	return o
 }
@@ -76,13 +91,16 @@ func (o *outcome) table() string {
 	fmt.Fprintf(w, "Go heap in use MiB\t%.1f\t%.1f\t%.1f\t%.1f\t-\t\n", o.idle.heap/(1<<20), o.start.heap/(1<<20), o.peak.heap/(1<<20), o.end.heap/(1<<20))
 	w.Flush()
 	total := o.job.add(o.cluster)
-	fmt.Fprintf(&b, "duration %v; end sampled %v after the job left\n", o.d, o.settled)
-	fmt.Fprintf(&b, "job:            %s\n", o.job)
+	fmt.Fprintf(&b, "duration %v; end sampled %v after the launchers left\n", o.d, o.settled)
+	for _, j := range o.jobs {
+		fmt.Fprintf(&b, "%s (%s) job: %s; reconnects logged %d\n", j.name, j.addr, j.counts, j.reconnects)
+	}
+	fmt.Fprintf(&b, "all %d jobs:     %s\n", len(o.jobs), o.job)
 	fmt.Fprintf(&b, "cluster to job: %s\n", o.cluster)
 	fmt.Fprintf(&b, "total:          %s\n", total)
 	fmt.Fprintf(&b, "new connections refused during a reconnect (not failed): %d\n", len(o.refused))
-	fmt.Fprintf(&b, "kills %d (relay resets %d, nginx restarts %d); websocket sessions %.0f; launcher reconnects logged %d; transfers in flight at a kill %d of %d\n",
-		o.kills, o.resets, o.restarts, o.end.sessions, o.reconnects, o.cut, o.transfers)
+	fmt.Fprintf(&b, "kills %d (relay resets %d, nginx restarts %d); websocket sessions %.0f; transfers in flight at a kill %d of %d\n",
+		o.kills, o.resets, o.restarts, o.end.sessions, o.cut, o.transfers)
 	return b.String()
 }
 
@@ -103,8 +121,10 @@ func (o *outcome) check(t *testing.T) {
 // checkFlows: no flow lost or changed a byte, nor failed in any other way.
 func (o *outcome) checkFlows(t *testing.T) {
 	t.Helper()
-	if !o.jobFinal {
-		t.Errorf("the job never reported its totals: it did not finish its operations")
+	for _, j := range o.jobs {
+		if !j.final {
+			t.Errorf("%s's job never reported its totals: it did not finish its operations", j.name)
+		}
 	}
 	if len(o.failures) > 0 {
 		t.Errorf("%d operations failed (job and cluster side, besides %d refused during a reconnect):", len(o.failures), len(o.refused))
@@ -119,24 +139,34 @@ func (o *outcome) checkFlows(t *testing.T) {
 	}
 }
 
-// checkCoverage: every kind of traffic ran, and the kills cut websockets
-// and transfers in flight (else "no data lost" would prove nothing).
+// checkCoverage: every kind of traffic ran in every launcher, and the
+// kills cut every launcher's websocket and transfers in flight (else "no
+// data lost" would prove nothing).
 func (o *outcome) checkCoverage(t *testing.T) {
 	t.Helper()
 	for what, n := range map[string]int64{
-		"job requests": o.job.Requests, "job transfers": o.job.Transfers, "job DNS queries": o.job.DNS,
 		"cluster requests to the job": o.cluster.Requests, "cluster transfers from the job": o.cluster.Transfers,
 	} {
 		if n == 0 {
 			t.Errorf("no %s completed", what)
 		}
 	}
+	for _, j := range o.jobs {
+		for what, n := range map[string]int64{"requests": j.counts.Requests, "transfers": j.counts.Transfers, "DNS queries": j.counts.DNS} {
+			if n == 0 {
+				t.Errorf("%s's job completed no %s", j.name, what)
+			}
+		}
+		if j.reconnects < o.kills {
+			t.Errorf("%s logged %d reconnects, want at least one per kill (%d): a kill missed its websocket", j.name, j.reconnects, o.kills)
+		}
+	}
 	if o.kills == 0 {
 		t.Errorf("no kill during the soak")
 	}
-	if o.end.sessions < float64(1+o.kills) {
-		t.Errorf("the sidecar accepted %.0f websocket sessions, want at least %d (one, then one per kill): the kills did not cut the websocket",
-			o.end.sessions, 1+o.kills)
+	if want := len(o.jobs) * (1 + o.kills); o.end.sessions < float64(want) {
+		t.Errorf("the sidecar accepted %.0f websocket sessions, want at least %d (one per launcher, then one per launcher per kill): the kills did not cut every websocket",
+			o.end.sessions, want)
 	}
 	if o.cut == 0 {
 		t.Errorf("no transfer was in flight at any of the %d kills", o.kills)
@@ -158,6 +188,6 @@ func (o *outcome) checkFigures(t *testing.T) {
 		t.Errorf("sidecar RSS: %s at the end, %s at the start: above %.1f× + %s", mib(o.end.rss), mib(o.start.rss), rssFactor, mib(rssSlack))
 	}
 	if o.end.peers != 0 {
-		t.Errorf("the sidecar still counts %.0f connected peers after the job left", o.end.peers)
+		t.Errorf("the sidecar still counts %.0f connected peers after the %d launchers left", o.end.peers, len(o.jobs))
 	}
 }

@@ -7,31 +7,30 @@ import (
 	"time"
 )
 
-// TestSoak runs the traffic mix through one sidecar for MESHLAUNCH_SOAK
-// while the websocket is cut every killEvery, and checks that no flow
-// lost or changed a byte, that every kind of traffic ran, that the kills
-// cut websockets and transfers in flight, and that the sidecar's
-// goroutines, descriptors and RSS came back within the margins of the
-// start figures once the job had gone.
+// TestSoak runs the traffic mix through one sidecar with several
+// launchers (one explicit peer each) for MESHLAUNCH_SOAK while every
+// websocket is cut every killEvery, and checks that no flow of any
+// launcher lost or changed a byte, that every kind of traffic ran in
+// every launcher, that the kills cut every launcher's websocket and
+// transfers in flight, and that the sidecar's goroutines, descriptors and
+// RSS came back within the margins of the start figures, with no peer
+// connected, once the jobs had gone.
 func TestSoak(t *testing.T) {
 	d := soakDuration(t)
 	c := newCluster(t)
 	idle := c.mustScrape(t)
 	began := time.Now()
-	job := c.startLauncher(t, d)
+	jobs := c.startLaunchers(t, d)
 	side := c.startClusterSide(t, began.Add(d))
-	t.Logf("soak for %v: launcher joined through the relay at %s; idle sidecar: %s", d, c.server, idle)
-	dr := newDriver(t, c, job, side, began, d)
+	t.Logf("soak for %v: %d launchers joined through the relay at %s; idle sidecar: %s", d, len(jobs), c.server, idle)
+	dr := newDriver(t, c, jobs, side, began, d)
 	dr.run()
 
 	if err := side.wait(drainMax); err != nil {
 		t.Fatal(err)
 	}
 	c.quitJob(t)
-	code, err := job.Wait(drainMax)
-	if err != nil || code != 0 {
-		t.Fatalf("launcher: exit %d, %v\nstdout tail:\n%s\nstderr:\n%s", code, err, tailLines(job.Stdout(), 20), job.Stderr())
-	}
+	waitLaunchers(t, jobs)
 	end, settled := c.settle(t, dr.start)
 	o := newOutcome(dr, idle, end, settled)
 	t.Log("\n" + o.table())
@@ -51,4 +50,18 @@ func (c *cluster) quitJob(t *testing.T) {
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
+}
+
+// waitLaunchers waits for every launcher to exit 0: an extra job ends
+// after its last operation, the main one after /quit. drainMax bounds
+// the wait of each; the extra ones have been draining all along.
+func waitLaunchers(t *testing.T, jobs []*launcher) {
+	t.Helper()
+	for _, l := range jobs {
+		code, err := l.proc.Wait(drainMax)
+		if err != nil || code != 0 {
+			t.Fatalf("%s (%s): exit %d, %v\nstdout tail:\n%s\nstderr:\n%s", l.name, l.addr, code, err,
+				tailLines(l.proc.Stdout(), 20), l.proc.Stderr())
+		}
+	}
 }
