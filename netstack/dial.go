@@ -110,7 +110,7 @@ func (s *Stack) dialTCP(ctx context.Context, src, dst netip.AddrPort) (net.Conn,
 		ep.Close()
 		return nil, err
 	}
-	return gonet.NewTCPConn(&wq, ep), nil
+	return s.newTCPConn(&wq, ep), nil
 }
 
 // connect binds ep to src (if set) and connects it to dst, waiting for the
@@ -187,7 +187,7 @@ func (s *Stack) ListenTCP(addr netip.AddrPort) (net.Listener, error) {
 		ep.Close()
 		return nil, fmt.Errorf("netstack: listen tcp %v: %w", addr, convertError(terr))
 	}
-	return gonet.NewTCPListener(s.ip, &wq, ep), nil
+	return &tcpListener{s: s, ep: ep, wq: &wq, closed: make(chan struct{})}, nil
 }
 
 // ListenUDP opens an unconnected UDP socket bound to addr inside the stack,

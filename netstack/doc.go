@@ -45,7 +45,9 @@
 // counted in [Stats.Denied]. Both directions of a TCP flow are copied
 // independently and half-closed on EOF. UDP flows become sessions per
 // 4-tuple, reaped after [ForwarderConfig.UDPIdleTimeout] without traffic in
-// either direction.
+// either direction. The send and receive buffers of every TCP connection
+// the stack hands out or forwards share [Config.BufferBudget]: the more
+// connections, the smaller each one's buffers, down to a floor.
 //
 // The default MTU is [DefaultMTU]: the WireGuard
 // carrier is a TCP stream (a websocket), so the inner MTU need not fit a

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
-	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/waiter"
 )
@@ -49,7 +48,7 @@ func (f *forwarder) handleTCP(r *tcp.ForwarderRequest) {
 		r.Complete(true)
 		return
 	}
-	inner, err := acceptTCP(r)
+	inner, err := f.s.acceptTCP(r)
 	if err != nil {
 		outer.Close()
 		f.s.log.Debug("netstack: inner tcp handshake failed", "src", fl.Src, "dst", fl.Dst, "err", err)
@@ -63,7 +62,7 @@ func (f *forwarder) handleTCP(r *tcp.ForwarderRequest) {
 
 // acceptTCP performs the inner handshake and completes r (with a RST if the
 // handshake could not start). It blocks until the handshake ends.
-func acceptTCP(r *tcp.ForwarderRequest) (net.Conn, error) {
+func (s *Stack) acceptTCP(r *tcp.ForwarderRequest) (net.Conn, error) {
 	var wq waiter.Queue
 	ep, terr := r.CreateEndpoint(&wq)
 	if terr != nil {
@@ -72,7 +71,7 @@ func acceptTCP(r *tcp.ForwarderRequest) (net.Conn, error) {
 	}
 	r.Complete(false)
 	setKeepalive(ep)
-	return gonet.NewTCPConn(&wq, ep), nil
+	return s.newTCPConn(&wq, ep), nil
 }
 
 // setKeepalive enables keepalive probes on a forwarded endpoint.

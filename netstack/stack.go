@@ -1,6 +1,7 @@
 package netstack
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -50,6 +51,12 @@ type Config struct {
 	// MTU is the link MTU; 0 means DefaultMTU. It must be within 576..65535,
 	// and at least 1280 if any address is IPv6.
 	MTU int
+	// BufferBudget is the memory, in bytes, that the send and receive
+	// buffers of all the stack's TCP connections share; 0 means
+	// DefaultBufferBudget. Each connection gets at most gVisor's
+	// auto-tuning (up to 6 MiB send, 8 MiB receive) and at least 32 KiB
+	// send and 128 KiB receive, however many there are.
+	BufferBudget int
 	// Logger receives the stack's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -64,6 +71,7 @@ type Stack struct {
 	ip     *stack.Stack
 	link   *channel.Endpoint
 	events chan tun.Event
+	budget *bufBudget // TCP buffer limits of the conns handed out
 
 	ctx    context.Context // alive until Close
 	cancel context.CancelFunc
@@ -98,6 +106,7 @@ func New(cfg Config) (*Stack, error) {
 		link:    channel.New(linkQueueLen, uint32(mtu), ""),
 		events:  make(chan tun.Event, 1),
 		closers: make(map[*[]io.Closer]struct{}),
+		budget:  newBufBudget(cmp.Or(cfg.BufferBudget, DefaultBufferBudget)),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -135,6 +144,9 @@ func validate(cfg Config) (int, map[netip.Addr]struct{}, error) {
 	}
 	if mtu < minMTU || mtu > maxMTU {
 		return 0, nil, fmt.Errorf("mtu %d out of range %d..%d", cfg.MTU, minMTU, maxMTU)
+	}
+	if cfg.BufferBudget < 0 {
+		return 0, nil, fmt.Errorf("negative buffer budget %d", cfg.BufferBudget)
 	}
 	owned := make(map[netip.Addr]struct{}, len(cfg.Addrs))
 	for _, a := range cfg.Addrs {

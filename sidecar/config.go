@@ -48,6 +48,10 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// Limits of the egress forwarder; zero fields take netstack's defaults.
 	Limits netstack.ForwarderConfig
+	// TCPBufferBudget is the memory the send and receive buffers of all
+	// the netstack's TCP connections share (netstack.Config.BufferBudget);
+	// 0 is netstack.DefaultBufferBudget.
+	TCPBufferBudget int
 	// MaxIngress caps concurrent ingress connections and UDP sessions.
 	MaxIngress int
 	// Version is reported in status.
@@ -163,6 +167,9 @@ func (c *Config) normalize() error {
 	}
 	if c.MaxIngress <= 0 {
 		c.MaxIngress = defaultMaxIngress
+	}
+	if c.TCPBufferBudget < 0 {
+		errs = append(errs, fmt.Errorf("negative TCP buffer budget %d", c.TCPBufferBudget))
 	}
 	c.PathPrefix = "/" + strings.Trim(c.PathPrefix, "/")
 	if c.PathPrefix == "/" {

@@ -74,7 +74,7 @@ func New(cfg Config) (*Sidecar, error) {
 }
 
 func (s *Sidecar) build() error {
-	st, err := netstack.New(netstack.Config{Addrs: []netip.Addr{s.cfg.ServiceAddr}, MTU: s.cfg.MTU, Logger: s.log})
+	st, err := netstack.New(netstack.Config{Addrs: []netip.Addr{s.cfg.ServiceAddr}, MTU: s.cfg.MTU, BufferBudget: s.cfg.TCPBufferBudget, Logger: s.log})
 	if err != nil {
 		return fmt.Errorf("sidecar: netstack: %w", err)
 	}

@@ -189,6 +189,12 @@ func TestUsageErrors(t *testing.T) {
 			want: []string{"no command given"},
 		},
 		{
+			name: "TCP buffer budget out of range",
+			env:  map[string]string{"MESHLAUNCH_TOKEN": "0123456789abcdef0123456789abcdef", "POD_IP": "10.1.1.1"},
+			args: []string{"sidecar", "--listen", "127.0.0.1:0", "--tcp-buffer-mib", "0"},
+			want: []string{"--tcp-buffer-mib 0", "want 1..65536"},
+		},
+		{
 			name: "help for unknown command",
 			args: []string{"help", "frobnicate"},
 			want: []string{"frobnicate"},

@@ -70,6 +70,7 @@ func sidecarFlags() []cli.Flag {
 		withEnv(&cli.IntFlag{Name: "max-dials-per-peer", Value: netstack.DefaultMaxInFlightPerSource, Usage: "egress dials in progress at once, per peer"}),
 		withEnv(&cli.IntFlag{Name: "max-flows", Value: netstack.DefaultMaxFlows, Usage: "established egress TCP flows and UDP sessions, all peers"}),
 		withEnv(&cli.IntFlag{Name: "max-flows-per-peer", Value: netstack.DefaultMaxFlowsPerSource, Usage: "established egress TCP flows and UDP sessions, per peer"}),
+		withEnv(&cli.IntFlag{Name: "tcp-buffer-mib", Value: netstack.DefaultBufferBudget >> 20, Usage: "MiB that the TCP buffers of all flows share (n flows get at most this/2n each way, at least 32 KiB send and 128 KiB receive); raise it with the pod's memory limit for many concurrent bulk flows over long round trips"}),
 		withEnv(&cli.DurationFlag{Name: "udp-idle-timeout", Value: netstack.DefaultUDPIdleTimeout, Usage: "egress UDP sessions idle this long are closed"}),
 		withEnv(&cli.IntFlag{Name: "max-ingress", Value: 4096, Usage: "concurrent ingress connections and UDP sessions"}),
 		pprofFlag(),
@@ -131,6 +132,8 @@ func sidecarConfig(cmd *cli.Command) (sidecar.Config, error) {
 			errs = append(errs, err)
 		}
 	}
+	cfg.TCPBufferBudget, err = tcpBufferBudget(cmd.Int("tcp-buffer-mib"))
+	collect(err)
 	if _, port, err := net.SplitHostPort(cmd.String("listen")); err == nil {
 		if n, err := strconv.ParseUint(port, 10, 16); err == nil {
 			cfg.ListenPort = uint16(n)
@@ -235,6 +238,17 @@ func listen(addr, certFile, keyFile string) (net.Listener, error) {
 	}
 	return ln, nil
 }
+
+// tcpBufferBudget is --tcp-buffer-mib in bytes.
+func tcpBufferBudget(mib int) (int, error) {
+	if mib < 1 || mib > maxTCPBufferMiB {
+		return 0, fmt.Errorf("--tcp-buffer-mib %d: want 1..%d (MiB shared by the TCP buffers of all flows)", mib, maxTCPBufferMiB)
+	}
+	return mib << 20, nil
+}
+
+// maxTCPBufferMiB bounds --tcp-buffer-mib: 64 GiB, far above any pod.
+const maxTCPBufferMiB = 64 << 10
 
 // jobKeyFlag is a launcher's own WireGuard key, for a sidecar with
 // explicit peers.

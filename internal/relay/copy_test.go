@@ -78,3 +78,52 @@ func TestCopyErrorsNameTheSide(t *testing.T) {
 		t.Errorf("read failure: %v", err)
 	}
 }
+
+// At most MaxLargeBufs copies hold a large buffer at once: with every
+// slot taken a bulk flow keeps reading into the small buffer, and once a
+// slot is free it grows again (the positive control).
+func TestCopyBoundsLargeBuffers(t *testing.T) {
+	var held []*[]byte
+	for range MaxLargeBufs {
+		b := getLarge()
+		if b == nil {
+			t.Fatalf("only %d large buffers available, want %d", len(held), MaxLargeBufs)
+		}
+		held = append(held, b)
+	}
+	defer func() {
+		for _, b := range held {
+			putLarge(b)
+		}
+	}()
+	if b := getLarge(); b != nil {
+		putLarge(b)
+		t.Fatalf("a large buffer beyond the %d in use", MaxLargeBufs)
+	}
+
+	data := make([]byte, 4*SmallBuf)
+	r := &scriptedReader{data: data}
+	if n, err := Copy(io.Discard, r); err != nil || n != int64(len(data)) {
+		t.Fatalf("copied %d of %d bytes with no large buffer free: %v", n, len(data), err)
+	}
+	for i, size := range r.asked {
+		if size != SmallBuf {
+			t.Fatalf("read %d asked for %d bytes with no large buffer free, want %d: %v", i, size, SmallBuf, r.asked)
+		}
+	}
+
+	putLarge(held[len(held)-1])
+	held = held[:len(held)-1]
+	r = &scriptedReader{data: data}
+	if _, err := Copy(io.Discard, r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.asked) < 2 || r.asked[1] != LargeBuf {
+		t.Fatalf("with a large buffer free the reads asked for %v, want %d then %d", r.asked, SmallBuf, LargeBuf)
+	}
+	if b := getLarge(); b != nil { // Copy gave its buffer back
+		putLarge(b)
+	} else {
+		t.Fatal("Copy kept its large buffer after returning")
+	}
+}
