@@ -155,7 +155,6 @@ func sendEOF(ws *wsConn) error {
 // processed; any further data is a protocol error.
 func copyDown(ws *wsConn, local localConn, busy *atomic.Int32, ev chan<- streamEvent) (int64, error) {
 	rctx := context.Background() // reads end when ws is closed
-	buf := make([]byte, maxMessage)
 	var total int64
 	eof := false
 	for {
@@ -168,7 +167,9 @@ func copyDown(ws *wsConn, local localConn, busy *atomic.Int32, ev chan<- streamE
 			return total, errors.New("tunnel: protocol error: unexpected message")
 		}
 		busy.Add(1)
-		n, err := copyMessage(local, r, buf)
+		buf := messageBufs.Get().(*[]byte) // held only while a message is copied
+		n, err := copyMessage(local, r, *buf)
+		messageBufs.Put(buf)
 		busy.Add(-1)
 		total += n
 		if err != nil {
@@ -181,6 +182,11 @@ func copyDown(ws *wsConn, local localConn, busy *atomic.Int32, ev chan<- streamE
 		}
 	}
 }
+
+// messageBufs hold one message on its way to the local socket. A stream
+// waiting for its next message holds none, so idle streams cost no
+// buffer on this side.
+var messageBufs = sync.Pool{New: func() any { b := make([]byte, maxMessage); return &b }}
 
 // copyMessage writes one message from r to w, gathering as much of it as
 // buf holds before each write: the message arrives in pieces of whatever

@@ -436,8 +436,9 @@ func (b *bench) report(ps []*path) report {
 	p("In the order they ran (rounds alternate the order of paths, so neighbours differ between rounds). Throughput in Gbit/s, ping-pong p50 in µs.\n\n")
 	p("%s\n", b.runsTable(ps))
 
+	p("%s", leversTried)
 	p("## Not measured here\n\n")
-	p("- The levers of issue 7 (inner MTU, batching, offloads, buffer sizes, write coalescing): the benchmark measures the build as it is; ")
+	p("- The levers in the section above, in every run: the benchmark measures the build as it is; ")
 	p("the profiles above show where its CPU goes.\n")
 	p("- UDP throughput, and more than one peer on the sidecar.\n")
 	for _, pa := range ps {
@@ -603,3 +604,33 @@ func shorten(s string, n int) string {
 	}
 	return string(r[:n-1]) + "…"
 }
+
+// leversTried records the levers of issue 7 that were measured side by
+// side with partial runs of this benchmark (MESHLAUNCH_BENCH_PATHS, a
+// build with and without the change, alternating), and what was kept.
+// It is written by hand: the benchmark measures only the build as it is.
+const leversTried = `## Levers tried
+
+Measured side by side on this machine with partial runs of this benchmark
+(` + "`MESHLAUNCH_BENCH_PATHS`" + `, two or more alternating runs each way; one-stream
+iperf3, Gbit/s), except where another benchmark is named.
+
+| lever | without | with | kept |
+|---|---|---|---|
+| inner MTU 65,000 instead of 1,420 (netstack ` + "`BenchmarkTCPThroughput`" + `, two stacks) | 245 MB/s | 2.4–2.8 GB/s | yes (design.md, "Inner MTU") |
+| one socket write per websocket message (` + "`wsproxy.Corker`" + `; the library masks a client's frame through a 4 KiB buffer) | tunnel -L 3.19, 3.35 | 4.07, 4.27 | yes |
+| the same, in process (` + "`go test -bench Throughput ./tunnel/`" + `) | 550–620 MB/s | 730–1,300 MB/s | yes |
+| nginx ` + "`proxy_buffer_size 64k`" + ` instead of 4k (the manifests' ` + "`proxy-buffer-size`" + ` annotation) | tunnel -L 2.77, 2.29; mesh 1.30, 0.72 | tunnel -L 4.25, 3.77; mesh 2.19, 1.60 | yes |
+| 256 KiB tunnel messages instead of 64 KiB | 4.65 | 4.44, 4.24 | no: no gain once each message is one write |
+| ping-pong p50 with and without the cork / the 64k buffer | 319, 270 µs / 275, 342 µs | 277, 263 µs / 280, 286 µs | neither changes latency; the same build measured 167–284 µs on tunnel -L at different hours |
+| 256 KiB copy buffers for bulk flows in the forwarder and relay (32 KiB before) | — | — | yes, on the syscall count (a 64 KiB segment was two writes); not separately measured |
+
+Not tried: TUN offloads (IFF_VNET_HDR, GSO/GRO) and wireguard-go batching: with the
+65,000-byte inner MTU the job's kernel already hands over 64 KB packets, and the
+profiles show syscalls and cryptography, not per-packet work, as the cost. The
+mesh's request/response latency is the sum of its parts on this machine: the
+host-NAT path (TUN and netstack, no carrier) and the tunnel path (websocket and
+nginx, no WireGuard or netstack) each add about as much as the 150 µs target
+alone, and the mesh path carries both plus two WireGuard devices.
+
+`
