@@ -3,14 +3,11 @@ package nsfaults
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"os/user"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/meshlaunch/meshlaunch/integration/nstest"
-	"github.com/meshlaunch/meshlaunch/internal/tundev"
 )
 
 const nobody = "nobody"
@@ -21,7 +18,7 @@ const nobody = "nobody"
 // execs the next, so the pid is the launcher's.
 func (c *cluster) runArgv(t *testing.T, server string, job ...string) []string {
 	t.Helper()
-	argv := append(asNobody(t), c.Bin, "run", "--server", server, "--ca-file", c.Ingress.CAFile,
+	argv := append(nstest.AsUserWithTUN(t, nobody, 0o666), c.Bin, "run", "--server", server, "--ca-file", c.Ingress.CAFile,
 		"--token-file", c.Token, "--wait", "30s", "--")
 	return append(argv, job...)
 }
@@ -51,36 +48,8 @@ func (c *cluster) roleJob(role string, args ...string) string {
 	return "env " + roleEnv + "=" + role + " " + c.Roles + " " + strings.Join(args, " ")
 }
 
-// asNobody is the launcher's prefix: a private /dev/net/tun at 0666,
-// then setpriv to nobody with no capabilities at all.
-func asNobody(t *testing.T) []string {
-	t.Helper()
-	if _, err := os.Stat(tundev.Path); err != nil {
-		t.Skipf("no %s: %v", tundev.Path, err)
-	}
-	for _, tool := range []string{"unshare", "setpriv"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s (util-linux): %v", tool, err)
-		}
-	}
-	u, err := user.Lookup(nobody)
-	if err != nil {
-		t.Skipf("no user %s: %v", nobody, err)
-	}
-	return tundev.Wrap(t.TempDir(), 0o666, "setpriv", "--reuid="+u.Uid, "--regid="+u.Gid, "--clear-groups",
-		"--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--pdeathsig=KILL", "--")
-}
-
-// clientEnv is the environment of launchers and tunnels: no proxy (the
-// test host's must not leak in), no 1 s exit sleep in race-built role
-// jobs, and a HOME nobody can use.
-func clientEnv() nstest.ProcOpts {
-	env := []string{"HOME=/tmp", "GORACE=atexit_sleep_ms=0"}
-	for _, v := range []string{"HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY"} {
-		env = append(env, v+"=", strings.ToLower(v)+"=")
-	}
-	return nstest.ProcOpts{Env: env}
-}
+// clientEnv is the environment of launchers and tunnels (nstest.ClientEnv).
+func clientEnv() nstest.ProcOpts { return nstest.ProcOpts{Env: nstest.ClientEnv()} }
 
 // wantMeshlaunchPid checks that p's pid is meshlaunch itself, not a
 // wrapper, once the exec chain has ended.

@@ -4,14 +4,11 @@ import (
 	"cmp"
 	"fmt"
 	"os"
-	"os/exec"
-	"os/user"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/meshlaunch/meshlaunch/integration/nstest"
-	"github.com/meshlaunch/meshlaunch/internal/tundev"
 )
 
 // launch says how to run "meshlaunch run"; the zero value runs it with
@@ -37,35 +34,11 @@ func (c *cluster) argv(t *testing.T, l launch, job []string) []string {
 }
 
 // asNobody is the prefix of the launcher's command line: /dev/net/tun
-// with l's mode in a private mount namespace (the host's node is never
-// changed, so other test packages may chmod it meanwhile), then
-// setprivNobody.
+// with l's mode (0666 by default) in a private mount namespace, then down
+// to nobody with no capabilities (nstest.AsUserWithTUN).
 func asNobody(t *testing.T, l launch) []string {
 	t.Helper()
-	if _, err := os.Stat(tundev.Path); err != nil {
-		t.Skipf("no %s: %v", tundev.Path, err)
-	}
-	for _, tool := range []string{"unshare", "setpriv"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s (util-linux): %v", tool, err)
-		}
-	}
-	return tundev.Wrap(t.TempDir(), cmp.Or(l.tunMode, 0o666), setprivNobody(t)...)
-}
-
-// setprivNobody drops to nobody with no capabilities at all, as nstest
-// does for ProcOpts.User.
-func setprivNobody(t *testing.T) []string {
-	t.Helper()
-	u, err := user.Lookup(nobody)
-	if err != nil {
-		t.Skipf("no user %s: %v", nobody, err)
-	}
-	if u.Uid != nobodyUID {
-		t.Skipf("user %s has uid %s, want %s", nobody, u.Uid, nobodyUID)
-	}
-	return []string{"setpriv", "--reuid=" + u.Uid, "--regid=" + u.Gid, "--clear-groups",
-		"--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--pdeathsig=KILL", "--"}
+	return nstest.AsUserWithTUN(t, nobody, cmp.Or(l.tunMode, 0o666))
 }
 
 // procOpts is the launcher's environment: no proxy unless the test sets
