@@ -65,9 +65,11 @@ image: build
 e2e-slurm: build
 	MESHLAUNCH_E2E_SLURM=1 $(GO) test -count=1 -v ./integration/slurm/
 
-# The side-by-side benchmark (root, ~6 minutes): writes docs/benchmarks.md
-# and docs/benchmarks.svg.
+# The side-by-side benchmark (root, ~7 minutes): installs the Debian packages
+# it compares against (iperf3, slirp4netns, passt: .ci/deps) if missing and
+# writes docs/benchmarks.md and docs/benchmarks.svg.
 bench: build
+	bash .ci/deps
 	MESHLAUNCH_BENCH=1 $(GO) test -count=1 -timeout 30m -v -run TestBench ./integration/bench/
 
 # Every fuzz target for FUZZTIME each (go runs one -fuzz target per
