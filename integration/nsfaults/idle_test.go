@@ -157,21 +157,8 @@ func echo(conn net.Conn, msg string, timeout time.Duration) error {
 	return nil
 }
 
-// waitStdout waits until p's stdout holds want; it fails t if p exits
-// first or timeout passes.
+// waitStdout waits until p's stdout holds want (nstest.Proc.WaitStdout).
 func waitStdout(t *testing.T, p *nstest.Proc, timeout time.Duration, want string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !strings.Contains(p.Stdout(), want) {
-		select {
-		case <-p.Done():
-			code, _ := p.Wait(time.Second)
-			t.Fatalf("%s exited (%d) before printing %q\nstdout:\n%s\nstderr:\n%s", p.Name(), code, want, p.Stdout(), p.Stderr())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s printed no %q within %v\nstdout:\n%s\nstderr:\n%s", p.Name(), want, timeout, p.Stdout(), p.Stderr())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	p.WaitStdout(t, timeout, want)
 }

@@ -1,8 +1,6 @@
 package nsfaults
 
 import (
-	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -55,17 +53,7 @@ func clientEnv() nstest.ProcOpts { return nstest.ProcOpts{Env: nstest.ClientEnv(
 // wrapper, once the exec chain has ended.
 func wantMeshlaunchPid(t *testing.T, p *nstest.Proc) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.Pid()))
-		if err == nil && strings.HasSuffix(exe, "/meshlaunch") {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d runs %q (%v), want meshlaunch\nstderr:\n%s", p.Pid(), exe, err, p.Stderr())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	p.WaitExe(t, 5*time.Second, "/meshlaunch")
 }
 
 // waitExit waits for the launcher and fails t unless it exits 0.

@@ -2,7 +2,6 @@ package nslauncher
 
 import (
 	"cmp"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -68,53 +67,17 @@ func (c *cluster) start(t *testing.T, l launch, job ...string) *nstest.Proc {
 }
 
 // wantLauncherPid checks that p's pid is meshlaunch itself, not a wrapper,
-// so that signals sent to p reach the launcher. The exec chain takes a
-// moment; until it ends the pid runs ip, sh or setpriv.
+// so that signals sent to p reach the launcher.
 func wantLauncherPid(t *testing.T, p *nstest.Proc) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.Pid()))
-		if err == nil && strings.HasSuffix(exe, "/meshlaunch") {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d runs %q (%v), want meshlaunch\nstderr:\n%s", p.Pid(), exe, err, p.Stderr())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	p.WaitExe(t, 5*time.Second, "/meshlaunch")
 }
 
-// waitOutput waits until p's stdout holds every one of want, and fails t
-// if p exits first or timeout passes.
+// waitOutput waits until p's stdout holds every one of want
+// (nstest.Proc.WaitStdout).
 func waitOutput(t *testing.T, p *nstest.Proc, timeout time.Duration, want ...string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		out := p.Stdout()
-		if containsAll(out, want) {
-			return
-		}
-		select {
-		case <-p.Done():
-			code, _ := p.Wait(time.Second)
-			t.Fatalf("launcher exited (%d) before printing %q\nstdout:\n%s\nstderr:\n%s", code, want, out, p.Stderr())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("launcher printed no %q within %v\nstdout:\n%s\nstderr:\n%s", want, timeout, out, p.Stderr())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func containsAll(s string, subs []string) bool {
-	for _, sub := range subs {
-		if !strings.Contains(s, sub) {
-			return false
-		}
-	}
-	return true
+	p.WaitStdout(t, timeout, want...)
 }
 
 // roleJob is a job that runs nstest role with args from the copy of the

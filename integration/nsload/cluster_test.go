@@ -2,7 +2,6 @@ package nsload
 
 import (
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -77,20 +76,8 @@ func roleEnvironment(role string) []string {
 	return []string{roleEnv + "=" + role, "GORACE=atexit_sleep_ms=0"}
 }
 
-// waitStdout waits until p's stdout holds want; it fails t if p exits
-// first or timeout passes.
+// waitStdout waits until p's stdout holds want (nstest.Proc.WaitStdout).
 func waitStdout(t *testing.T, p *nstest.Proc, want string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !strings.Contains(p.Stdout(), want) {
-		select {
-		case <-p.Done():
-			t.Fatalf("%s exited before printing %q\nstdout:\n%s\nstderr:\n%s", p.Name(), want, p.Stdout(), p.Stderr())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s printed no %q within %v\nstdout:\n%s\nstderr:\n%s", p.Name(), want, timeout, p.Stdout(), p.Stderr())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	p.WaitStdout(t, timeout, want)
 }

@@ -67,25 +67,8 @@ func (c *cluster) startRole(t *testing.T, ns, role string, args ...string) *nste
 	return c.Topo.Start(t, ns, opts, append([]string{c.Roles}, args...)...)
 }
 
-// waitStdout waits until p's stdout holds want and returns it; it fails
-// t if p exits first or timeout passes.
+// waitStdout waits until p's stdout holds want (nstest.Proc.WaitStdout).
 func waitStdout(t *testing.T, p *nstest.Proc, timeout time.Duration, want string) string {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		out := p.Stdout()
-		if strings.Contains(out, want) {
-			return out
-		}
-		select {
-		case <-p.Done():
-			code, _ := p.Wait(time.Second)
-			t.Fatalf("%s exited (%d) before printing %q\nstdout:\n%s\nstderr:\n%s", p.Name(), code, want, out, p.Stderr())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s printed no %q within %v\nstdout:\n%s\nstderr:\n%s", p.Name(), want, timeout, out, p.Stderr())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return p.WaitStdout(t, timeout, want)
 }
