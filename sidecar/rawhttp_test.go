@@ -10,33 +10,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/meshlaunch/meshlaunch/internal/conntest"
 )
-
-// countingListener counts the bytes the server read from every
-// connection it accepted.
-type countingListener struct {
-	net.Listener
-	read *atomic.Int64
-}
-
-func (l countingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return countingConn{Conn: c, read: l.read}, nil
-}
-
-type countingConn struct {
-	net.Conn
-	read *atomic.Int64
-}
-
-func (c countingConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	c.read.Add(int64(n))
-	return n, err
-}
 
 // startCountingSidecar is startSidecar on a listener that counts what the
 // server read.
@@ -46,8 +22,8 @@ func startCountingSidecar(t *testing.T, mod func(*Config)) (*running, *atomic.In
 	if err != nil {
 		t.Fatal(err)
 	}
-	var read atomic.Int64
-	return startSidecarOn(t, countingListener{Listener: ln, read: &read}, mod), &read
+	var c conntest.Counts
+	return startSidecarOn(t, conntest.Listener{Listener: ln, C: &c}, mod), &c.BytesRead
 }
 
 // rawConn dials the sidecar's listener; closed in cleanup.

@@ -15,40 +15,17 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/meshlaunch/meshlaunch/internal/conntest"
 )
-
-// writeCountConn counts the writes that reach a connection.
-type writeCountConn struct {
-	net.Conn
-	writes *atomic.Int64
-}
-
-func (c writeCountConn) Write(p []byte) (int, error) {
-	c.writes.Add(1)
-	return c.Conn.Write(p)
-}
-
-// writeCountListener counts the writes on every connection it accepts.
-type writeCountListener struct {
-	net.Listener
-	writes atomic.Int64
-}
-
-func (l *writeCountListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return writeCountConn{Conn: c, writes: &l.writes}, nil
-}
 
 // corkPair is a websocket between a client dialled with Dial and a
 // server accepted with Accept, with the writes of each side counted.
 type corkPair struct {
 	client, server         *websocket.Conn
 	clientCork, serverCork Corker
-	clientWrites           *atomic.Int64
-	serverWrites           *atomic.Int64
+	clientCounts           conntest.Counts
+	serverCounts           conntest.Counts
 }
 
 func newCorkPair(t *testing.T) *corkPair {
@@ -57,8 +34,7 @@ func newCorkPair(t *testing.T) *corkPair {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl := &writeCountListener{Listener: ln}
-	p := &corkPair{clientWrites: new(atomic.Int64), serverWrites: &cl.writes}
+	p := &corkPair{}
 	accepted := make(chan struct{})
 	done := make(chan struct{})
 	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -71,7 +47,7 @@ func newCorkPair(t *testing.T) *corkPair {
 		close(accepted)
 		<-done // the handler owns the hijacked connection until the test ends
 	}))
-	hs.Listener = cl
+	hs.Listener = conntest.Listener{Listener: ln, C: &p.serverCounts}
 	hs.Start()
 	t.Cleanup(func() { close(done); hs.Close() })
 
@@ -83,7 +59,7 @@ func newCorkPair(t *testing.T) *corkPair {
 			if err != nil {
 				return nil, err
 			}
-			return writeCountConn{Conn: c, writes: p.clientWrites}, nil
+			return conntest.Conn{Conn: c, C: &p.clientCounts}, nil
 		},
 	})
 	if err != nil {
@@ -137,17 +113,17 @@ func TestCorkedMessageIsOneWrite(t *testing.T) {
 	ctx := context.Background()
 	bin := websocket.MessageBinary
 
-	plain := sendAndCount(t, p.client, p.server, p.clientWrites, func(b []byte) error { return p.client.Write(ctx, bin, b) }, msg)
+	plain := sendAndCount(t, p.client, p.server, &p.clientCounts.Writes, func(b []byte) error { return p.client.Write(ctx, bin, b) }, msg)
 	if plain < 8 {
 		t.Fatalf("control: an uncorked 64 KiB client message took %d writes; the library was expected to write it in 4 KiB pieces", plain)
 	}
-	corked := sendAndCount(t, p.client, p.server, p.clientWrites, func(b []byte) error { return WriteCorked(ctx, p.client, p.clientCork, bin, b) }, msg)
+	corked := sendAndCount(t, p.client, p.server, &p.clientCounts.Writes, func(b []byte) error { return WriteCorked(ctx, p.client, p.clientCork, bin, b) }, msg)
 	if corked != 1 {
 		t.Errorf("a corked 64 KiB client message took %d writes, want 1 (uncorked: %d)", corked, plain)
 	}
 
-	plain = sendAndCount(t, p.server, p.client, p.serverWrites, func(b []byte) error { return p.server.Write(ctx, bin, b) }, msg)
-	corked = sendAndCount(t, p.server, p.client, p.serverWrites, func(b []byte) error { return WriteCorked(ctx, p.server, p.serverCork, bin, b) }, msg)
+	plain = sendAndCount(t, p.server, p.client, &p.serverCounts.Writes, func(b []byte) error { return p.server.Write(ctx, bin, b) }, msg)
+	corked = sendAndCount(t, p.server, p.client, &p.serverCounts.Writes, func(b []byte) error { return WriteCorked(ctx, p.server, p.serverCork, bin, b) }, msg)
 	if plain < 2 || corked != 1 {
 		t.Errorf("server message of 64 KiB: %d writes corked (want 1), %d uncorked (want ≥ 2)", corked, plain)
 	}

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/meshlaunch/meshlaunch/internal/conntest"
 )
 
 // Websocket opcodes a raw client writes.
@@ -131,32 +133,6 @@ func readFull(br *bufio.Reader, p []byte) (int, error) {
 	return n, nil
 }
 
-// countingListener counts the bytes the server read from every
-// connection it accepted.
-type countingListener struct {
-	net.Listener
-	read *atomic.Int64
-}
-
-func (l countingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return countingConn{Conn: c, read: l.read}, nil
-}
-
-type countingConn struct {
-	net.Conn
-	read *atomic.Int64
-}
-
-func (c countingConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	c.read.Add(int64(n))
-	return n, err
-}
-
 // newCountingServer is newTestServer whose listener counts what the
 // server read.
 func newCountingServer(t *testing.T, cfg ServerConfig) (*Server, *httptest.Server, *atomic.Int64) {
@@ -165,12 +141,12 @@ func newCountingServer(t *testing.T, cfg ServerConfig) (*Server, *httptest.Serve
 	if err != nil {
 		t.Fatal(err)
 	}
-	var read atomic.Int64
+	var c conntest.Counts
 	hs := httptest.NewUnstartedServer(s)
-	hs.Listener = countingListener{Listener: hs.Listener, read: &read}
+	hs.Listener = conntest.Listener{Listener: hs.Listener, C: &c}
 	hs.Start()
 	t.Cleanup(func() { stopTestServer(t, s, hs) })
-	return s, hs, &read
+	return s, hs, &c.BytesRead
 }
 
 // twoPeers authenticates testCred as peer-a and witnessCred as witness.

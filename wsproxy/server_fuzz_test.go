@@ -116,17 +116,22 @@ func newFuzzHarness(f *testing.F) *fuzzHarness {
 
 // netGoroutines counts the goroutines of connections and sessions, leaving
 // out the caller and the test framework's own (a fuzz worker has a few).
-func netGoroutines() int {
+func netGoroutines() int { return len(netStackList()) }
+
+// netStacks is the stacks netGoroutines counts, for a failure message.
+func netStacks() string { return strings.Join(netStackList(), "\n\n") }
+
+func netStackList() []string {
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
-	n := 0
+	var out []string
 	for i, g := range strings.Split(string(buf), "\n\ngoroutine ") {
 		if i > 0 && (strings.Contains(g, "github.com/coder/websocket") || strings.Contains(g, "net/http.(*") ||
 			strings.Contains(g, "wsproxy.(*")) {
-			n++
+			out = append(out, "goroutine "+g)
 		}
 	}
-	return n
+	return out
 }
 
 // receive runs the device side: it takes datagrams with buffers far larger
@@ -296,7 +301,7 @@ func FuzzServerMessages(f *testing.F) {
 		deadline := time.Now().Add(5 * time.Second)
 		for netGoroutines() > h.base {
 			if time.Now().After(deadline) {
-				t.Fatalf("%d connection goroutines, %d before the session", netGoroutines(), h.base)
+				t.Fatalf("%d connection goroutines, %d before the session:\n%s", netGoroutines(), h.base, netStacks())
 			}
 			time.Sleep(time.Millisecond)
 		}
