@@ -152,8 +152,16 @@ func Dial(ctx context.Context, u string, opts *websocket.DialOptions) (*websocke
 	return ws, slot.c, resp, nil
 }
 
+// uncorkedMax is the largest message the library already writes in one
+// piece: its 4 KiB buffer less the longest frame header (14 bytes with a
+// mask). Smaller messages (ACKs, handshakes, most datagrams) skip the cork.
+const uncorkedMax = 4096 - 14
+
 // WriteCorked writes p as one message of type typ through cork.
 func WriteCorked(ctx context.Context, ws *websocket.Conn, cork Corker, typ websocket.MessageType, p []byte) error {
+	if len(p) <= uncorkedMax {
+		return ws.Write(ctx, typ, p)
+	}
 	cork.Cork()
 	err := ws.Write(ctx, typ, p)
 	if uerr := cork.Uncork(); err == nil {

@@ -122,6 +122,13 @@ func TestCorkedMessageIsOneWrite(t *testing.T) {
 		t.Errorf("a corked 64 KiB client message took %d writes, want 1 (uncorked: %d)", corked, plain)
 	}
 
+	for _, n := range []int{1, uncorkedMax} { // the library writes these at once: no cork needed
+		small := msg[:n]
+		if w := sendAndCount(t, p.client, p.server, &p.clientCounts.Writes, func(b []byte) error { return WriteCorked(ctx, p.client, p.clientCork, bin, b) }, small); w != 1 {
+			t.Errorf("a %d-byte client message took %d writes, want 1", n, w)
+		}
+	}
+
 	plain = sendAndCount(t, p.server, p.client, &p.serverCounts.Writes, func(b []byte) error { return p.server.Write(ctx, bin, b) }, msg)
 	corked = sendAndCount(t, p.server, p.client, &p.serverCounts.Writes, func(b []byte) error { return WriteCorked(ctx, p.server, p.serverCork, bin, b) }, msg)
 	if plain < 2 || corked != 1 {
